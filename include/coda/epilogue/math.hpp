@@ -1,0 +1,67 @@
+// Transcendentals used by epilogue functors, identical in meaning on host and device.
+//
+// Device code uses the CUDA math library (expf, rsqrtf: full-precision variants, never the
+// approximate __expf); host code uses <cmath>. Both are within a few ulp of each other, far below
+// the bf16 rounding every stored result goes through.
+#pragma once
+
+#include <cmath>
+
+#include "coda/macros.hpp"
+
+namespace coda::epi {
+
+CODA_HD float exp_f(float x) {
+#if CODA_DEVICE_CODE
+  return expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+CODA_HD float log_f(float x) {
+#if CODA_DEVICE_CODE
+  return logf(x);
+#else
+  return std::log(x);
+#endif
+}
+
+CODA_HD float rsqrt_f(float x) {
+#if CODA_DEVICE_CODE
+  return rsqrtf(x);
+#else
+  return 1.0f / std::sqrt(x);
+#endif
+}
+
+// sin and cos of 2*pi*t for t in [-0.5, 0.5] turns.
+CODA_HD void sincos_turns(float t, float* s, float* c) {
+#if CODA_DEVICE_CODE
+  sincospif(2.0f * t, s, c);
+#else
+  const double a = 6.283185307179586476925286766559 * static_cast<double>(t);
+  *s = static_cast<float>(std::sin(a));
+  *c = static_cast<float>(std::cos(a));
+#endif
+}
+
+CODA_HD float fmax_f(float a, float b) {
+#if CODA_DEVICE_CODE
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
+CODA_HD bool isnan_f(float x) { return x != x; }
+
+CODA_HD float ldexp_f(float x, int e) {
+#if CODA_DEVICE_CODE
+  return ldexpf(x, e);
+#else
+  return std::ldexp(x, e);
+#endif
+}
+
+}  // namespace coda::epi

@@ -1,0 +1,65 @@
+// Primitives: pairwise transforms on the adjacent columns (2i, 2i+1) of one row.
+//
+//  2->2 (RoPE):    (x, y) -> (x cos - y sin, x sin + y cos), theta = pos[m] * freq[i]
+//  2->1 (SwiGLU):  o_i = silu(g_i) * u_i with (g_i, u_i) = (acc[2i], acc[2i+1])
+//  1->2 (dSwiGLU): from do_i and the stored pair (g_i, u_i): (dg_i, du_i)
+#pragma once
+
+#include <cstdint>
+
+#include "coda/epilogue/math.hpp"
+#include "coda/macros.hpp"
+#include "coda/numeric.hpp"
+
+namespace coda::epi {
+
+CODA_HD float sigmoid(float g) { return 1.0f / (1.0f + exp_f(-g)); }
+CODA_HD float silu(float g) { return g * sigmoid(g); }
+
+CODA_HD float swiglu(float g, float u) { return silu(g) * u; }
+
+// d(silu(g) u): dg = do * u * s * (1 + g (1 - s)), du = do * silu(g), s = sigmoid(g).
+CODA_HD void swiglu_backward(float g, float u, float dout, float* dg, float* du) {
+  const float s = sigmoid(g);
+  *dg = dout * u * s * (1.0f + g * (1.0f - s));
+  *du = dout * g * s;
+}
+
+// RoPE angle in turns, reduced exactly to [-0.5, 0.5).
+//
+// NOTES: theta = pos * f (f in turns per position, fp32) is formed as an exact integer product
+// pos * mantissa(f) (< 2^56), and the integer turns are dropped by masking, so the fractional turn
+// carries no error from the size of pos; only its final rounding to fp32 (< 2^-25 turns) remains.
+// A plain fp32 pos * freq loses ~pos * 2^-24 radians (0.008 rad at pos 131072).
+CODA_HD float rope_turns(uint32_t pos, float f_turns) {
+  const uint32_t b = float_bits(f_turns) & 0x7fffffffu;
+  int e = static_cast<int>(b >> 23);
+  uint32_t mant = b & 0x7fffffu;
+  if (e == 0) e = 1; else mant |= 0x800000u;
+  // f = mant * 2^-s
+  const int s = 150 - e;
+  const uint64_t prod = static_cast<uint64_t>(pos) * mant;
+  if (s <= 0) return 0.0f;  // f is a whole number of turns
+  float t;
+  if (s >= 64) {
+    t = ldexp_f(static_cast<float>(prod), -s);
+  } else {
+    const uint64_t frac = prod & ((uint64_t{1} << s) - 1u);
+    t = ldexp_f(static_cast<float>(frac), -s);
+  }
+  if (t >= 0.5f) t -= 1.0f;
+  return t;
+}
+
+CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
+  sincos_turns(rope_turns(pos, f_turns), s, c);
+}
+
+// Rotate (x, y) by +theta (forward); pass -s for the backward rotation by -theta.
+CODA_HD void rotate(float* x, float* y, float s, float c) {
+  const float a = *x, b = *y;
+  *x = a * c - b * s;
+  *y = a * s + b * c;
+}
+
+}  // namespace coda::epi

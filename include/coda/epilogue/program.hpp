@@ -1,0 +1,35 @@
+// Epilogue programs: what a program is, and the context every backend provides.
+//
+// A program is a small struct with
+//     template <class Ctx> CODA_HD void operator()(Frag& f, Ctx& ctx) const;
+// called once per accumulator column pair (frag.hpp states the contract). Its body is an ordered
+// list of primitives (scale.hpp, tile_load.hpp, reduce.hpp, pairwise.hpp, store.hpp); order
+// matters (e.g. add the residual, then reduce, then scale). The program holds only launch-time
+// constants (flags, head counts); every tensor is reached through the context by an operand
+// index the program declares.
+//
+// The context is the backend: the GPU epilogue driver (registers, shared memory, TMA) or the CPU
+// emulator (plain loops). It provides:
+//   float   scalar(int i)                        scalar operand i (value or device pointer)
+//   float   row(int i, const Frag&)              per-row vector i at row f.m          (fp32)
+//   int64_t row_int(int i, const Frag&)          per-row int32 vector i at row f.m    (int32)
+//   float   col(int i, const Frag&, int64_t n)   per-column vector i at column n
+//   float   tile(int i, const Frag&, int64_t n)  tile operand i at (f.m, n), its own column space
+//   float   store(int o, const Frag&, int64_t n, float v)   output o at (f.m, n), rounded once;
+//                                                           returns the value as stored
+//   void    row_store(int o, const Frag&, float v)          per-row output o at f.m
+//   void    row_sum(int r, const Frag&, float v)            add to row partial r (current granule)
+//   void    row_lse(int r, const Frag&, float v)            feed row LSE partial r
+//   void    seg_sum(int s, const Frag&, int64_t n, float v) add to the segment holding column n
+//   void    col_sum(int c, const Frag&, int64_t n, float v) add to column partial c at column n
+// Partial accumulators are flushed by the backend: per-row partials once per column granule
+// (CODA_PARTIAL_COLS), per-column partials once per row granule (CODA_PARTIAL_ROWS).
+#pragma once
+
+#include "coda/epilogue/frag.hpp"
+#include "coda/epilogue/pairwise.hpp"
+#include "coda/epilogue/reduce.hpp"
+#include "coda/epilogue/rmsnorm.hpp"
+#include "coda/epilogue/scale.hpp"
+#include "coda/epilogue/store.hpp"
+#include "coda/epilogue/tile_load.hpp"

@@ -1,0 +1,39 @@
+// Primitive: scalar scale (acc *= alpha) and per-row / per-column broadcasts.
+//
+// The scalar may be given by value or by device pointer; the context resolves it (ctx.scalar).
+// Per-row values (rstd) come from ctx.row, per-column values (norm weight, bias) from ctx.col.
+#pragma once
+
+#include "coda/epilogue/frag.hpp"
+#include "coda/macros.hpp"
+
+namespace coda::epi {
+
+CODA_HD void scale(Frag& f, float alpha) {
+  f.v[0] *= alpha;
+  f.v[1] *= alpha;
+}
+
+// acc[m, n] *= u[m]
+template <class Ctx>
+CODA_HD void row_mul(Frag& f, Ctx& ctx, int operand) {
+  const float u = ctx.row(operand, f);
+  f.v[0] *= u;
+  f.v[1] *= u;
+}
+
+// acc[m, n] *= v[n]
+template <class Ctx>
+CODA_HD void col_mul(Frag& f, Ctx& ctx, int operand) {
+  f.v[0] *= ctx.col(operand, f, f.n);
+  if (f.ok[1]) f.v[1] *= ctx.col(operand, f, f.n + 1);
+}
+
+// acc[m, n] += v[n]
+template <class Ctx>
+CODA_HD void col_add(Frag& f, Ctx& ctx, int operand) {
+  f.v[0] += ctx.col(operand, f, f.n);
+  if (f.ok[1]) f.v[1] += ctx.col(operand, f, f.n + 1);
+}
+
+}  // namespace coda::epi

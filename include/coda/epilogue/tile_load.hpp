@@ -1,0 +1,17 @@
+// Primitive: tile load (accumulate): acc = acc + beta * C[m, n], C an M x N tensor of the same
+// width as the accumulator. On the GPU the tile is staged through shared memory; here only the
+// math and the order of operations are fixed.
+#pragma once
+
+#include "coda/epilogue/frag.hpp"
+#include "coda/macros.hpp"
+
+namespace coda::epi {
+
+template <class Ctx>
+CODA_HD void add_tile(Frag& f, Ctx& ctx, int operand, float beta = 1.0f) {
+  f.v[0] += beta * ctx.tile(operand, f, f.n);
+  if (f.ok[1]) f.v[1] += beta * ctx.tile(operand, f, f.n + 1);
+}
+
+}  // namespace coda::epi

@@ -1,0 +1,55 @@
+// Plain GEMM and the linear-combination epilogue: D = alpha * (A B^T) + beta * C.
+//
+// Operand forms (all through strides, no copies):
+//   forward  Y  = X W^T : a = X [M, K] row-major,        b = W [N, K] row-major
+//   dgrad    dX = dY W  : a = dY [M, K] row-major,       b = W^T, i.e. W [K, N] viewed as [N, K]
+//   wgrad    dW = dY^T X: a = dY^T ([K, M] viewed),      b = X^T ([K, N] viewed)
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+#include "coda/ops/common.hpp"
+
+namespace coda {
+
+struct GemmArgs {
+  TensorView a;  // [M, K] bf16 | fp16, one unit stride, 16-byte aligned leading stride
+  TensorView b;  // [N, K] same dtype as a
+  TensorView c;  // optional [M, N] bf16 | fp16 | fp32, row-major, 16-byte aligned rows
+  TensorView d;  // [M, N] bf16 | fp16 | fp32, row-major, 16-byte aligned rows
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  // When set, the scalars are read from these (device) pointers at run time instead.
+  const float* alpha_ptr = nullptr;
+  const float* beta_ptr = nullptr;
+};
+
+Status validate(const GemmArgs& args);
+
+namespace programs {
+
+// The empty program: D = acc.
+struct Identity {
+  static constexpr int kOutD = 0;
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    epi::store(f, ctx, kOutD);
+  }
+};
+
+// D = alpha * acc + beta * C.
+struct LinearCombination {
+  static constexpr int kAlpha = 0, kBeta = 1;  // scalars
+  static constexpr int kTileC = 0;             // tiles
+  static constexpr int kOutD = 0;              // outputs
+  bool has_c = false;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    epi::scale(f, ctx.scalar(kAlpha));
+    if (has_c) epi::add_tile(f, ctx, kTileC, ctx.scalar(kBeta));
+    epi::store(f, ctx, kOutD);
+  }
+};
+
+}  // namespace programs
+}  // namespace coda

@@ -1,0 +1,116 @@
+// RMSNorm split across two GEMMs (coda-math.md 5.1) and its backward (5.2).
+//
+// Producer:  x = alpha * A W^T (+ residual)   stored, h = x * w stored, P[m, t] = sum x^2 (fp32)
+// Finish:    r[m] = rsqrt(sum_t P[m, t] / d + eps)
+// Consumer:  any GEMM whose program multiplies rows by r (gemm_rmsnorm_swiglu, gemm_rmsnorm_rope,
+//            gemm_rmsnorm_lse), i.e. RMSNorm(x) W^T = diag(r) ((x * w) W^T).
+// Backward:  epilogue of dy = dz W: dx = r (dy w - xh c) (+ dres), y = xh w, dw partials of dy xh,
+//            with xh = x r and c = ZdZ (from the kernel that produced dz).
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+#include "coda/ops/common.hpp"
+
+namespace coda {
+
+struct ResidualRmsNormPartialArgs {
+  TensorView a;            // [M, K]
+  TensorView b;            // [N, K]
+  TensorView residual;     // optional [M, N] (any float dtype)
+  TensorView norm_weight;  // [N] bf16 | fp16 | fp32
+  TensorView x_out;        // [M, N] x = alpha * acc + residual
+  TensorView h_out;        // [M, N] h = x * norm_weight
+  TensorView partials;     // [M, ceil(N / grain.cols)] fp32, sum of x^2 per column granule
+  float alpha = 1.0f;
+};
+Status validate(const ResidualRmsNormPartialArgs& args, const Grain& grain = {});
+
+struct RmsFinishArgs {
+  TensorView partials;  // [M, T] fp32
+  TensorView rstd_out;  // [M] fp32
+  int64_t dim = 0;      // d, the number of columns the partials cover
+  float eps = 1e-5f;
+};
+Status validate(const RmsFinishArgs& args);
+
+struct RmsNormBackwardArgs {
+  TensorView a;            // [M, K]  dz (gradient of the consuming GEMM's output)
+  TensorView b;            // [N, K]  the consuming GEMM's weight viewed as [d, K] (W^T)
+  TensorView x;            // [M, N]  the normalized tensor's input (saved x)
+  TensorView rstd;         // [M] fp32
+  TensorView zdz;          // [M] fp32, c = (1/d) sum_k z dz
+  TensorView norm_weight;  // [N]
+  TensorView dres;         // optional [M, N] gradient arriving through the residual (added to dx)
+  TensorView dx_out;       // [M, N]  may be the same view as dres (in-place accumulate)
+  TensorView y_out;        // optional [M, N] y = x r w recomputed (for the weight gradient)
+  TensorView dw_partials;  // [ceil(M / grain.rows), N] fp32, per row granule sum of dy * x r
+};
+Status validate(const RmsNormBackwardArgs& args, const Grain& grain = {});
+
+// out[m] = scale * sum_t P[m, t]   (ZdZ from per-row partials)
+struct RowSumFinishArgs {
+  TensorView partials;  // [M, T] fp32
+  TensorView out;       // [M] fp32
+  float scale = 1.0f;
+};
+Status validate(const RowSumFinishArgs& args);
+
+// out[n] = sum_t Q[t, n]   (norm-weight gradient from per-column partials)
+struct ColSumFinishArgs {
+  TensorView partials;  // [T, N] fp32
+  TensorView out;       // [N] bf16 | fp16 | fp32
+};
+Status validate(const ColSumFinishArgs& args);
+
+namespace programs {
+
+struct ResidualRmsNormPartial {
+  static constexpr int kAlpha = 0;            // scalars
+  static constexpr int kTileResidual = 0;     // tiles
+  static constexpr int kColNormWeight = 0;    // column vectors
+  static constexpr int kOutX = 0, kOutH = 1;  // outputs
+  static constexpr int kRowSumSq = 0;         // row partials
+  bool has_residual = false;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    epi::scale(f, ctx.scalar(kAlpha));
+    if (has_residual) epi::add_tile(f, ctx, kTileResidual);
+    epi::store(f, ctx, kOutX);
+    epi::row_sum_squares(f, ctx, kRowSumSq);  // from fp32 x, before rounding
+    epi::col_mul(f, ctx, kColNormWeight);
+    epi::store(f, ctx, kOutH);
+  }
+};
+
+struct RmsNormBackward {
+  static constexpr int kRowRstd = 0, kRowZdZ = 1;  // row vectors
+  static constexpr int kColNormWeight = 0;         // column vectors
+  static constexpr int kTileX = 0, kTileDres = 1;  // tiles
+  static constexpr int kOutDx = 0, kOutY = 1;      // outputs
+  static constexpr int kColDw = 0;                 // column partials
+  bool has_dres = false;
+  bool has_y = false;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    const float r = ctx.row(kRowRstd, f);
+    const float c = ctx.row(kRowZdZ, f);
+    CODA_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      if (!f.ok[j]) continue;
+      const int64_t n = f.n + j;
+      const float dy = f.v[j];
+      const float xh = ctx.tile(kTileX, f, n) * r;
+      const float w = ctx.col(kColNormWeight, f, n);
+      float dx = epi::rmsnorm_dx(dy, xh, r, w, c);
+      if (has_dres) dx += ctx.tile(kTileDres, f, n);
+      ctx.store(kOutDx, f, n, dx);
+      if (has_y) ctx.store(kOutY, f, n, xh * w);
+      ctx.col_sum(kColDw, f, n, dy * xh);
+    }
+  }
+};
+
+}  // namespace programs
+}  // namespace coda

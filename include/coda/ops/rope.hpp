@@ -1,0 +1,86 @@
+// RoPE on interleaved pairs in the QKV GEMM's epilogue (coda-math.md 5.4).
+//
+// Columns [0, (hq + hkv) hd) hold the q and k heads; each head's pairs (2i, 2i+1) rotate by
+// +theta = pos[m] * freq[i]; V columns are stored unrotated. Frequencies are given in turns per
+// position (theta / 2pi), fp32, one per pair: rope_frequencies() builds them.
+// Backward (elementwise): dz = R(-theta) dqkv and ZdZ = scale * sum(qkv * dqkv) (rotation keeps
+// dot products).
+#pragma once
+
+#include <vector>
+
+#include "coda/epilogue/program.hpp"
+#include "coda/ops/common.hpp"
+
+namespace coda {
+
+struct HeadDims {
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t head_dim = 0;
+  int64_t qkv_cols() const { return (heads_q + 2 * heads_kv) * head_dim; }
+  int64_t rope_cols() const { return (heads_q + heads_kv) * head_dim; }
+};
+
+// gemm_rope (no rstd) and gemm_rmsnorm_rope.
+struct RopeArgs {
+  TensorView a;          // [M, K]
+  TensorView b;          // [N3, K] fused q/k/v weight, q/k rows in interleaved-pair order
+  TensorView rstd;       // optional [M] fp32
+  TensorView positions;  // [M] int32, >= 0
+  TensorView freqs;      // [head_dim / 2] fp32, turns per position
+  HeadDims heads;
+  TensorView out;        // [M, N3]
+};
+Status validate(const RopeArgs& args);
+
+struct RopeBackwardArgs {
+  TensorView qkv;        // [M, N3] the forward output (rotated)
+  TensorView dqkv;       // [M, N3] its gradient
+  TensorView positions;  // [M] int32
+  TensorView freqs;      // [head_dim / 2] fp32 turns
+  HeadDims heads;
+  TensorView dz_out;     // [M, N3] gradient of the pre-rotation GEMM output
+  TensorView zdz_out;    // optional [M] fp32: zdz_scale * sum_k qkv dqkv
+  float zdz_scale = 1.0f;
+};
+Status validate(const RopeBackwardArgs& args);
+
+// Llama-3.1-style frequency scaling; factor <= 0 disables it (plain RoPE).
+struct RopeScaling {
+  double factor = 0.0;            // e.g. 8
+  double low_freq_factor = 1.0;   // e.g. 1
+  double high_freq_factor = 4.0;  // e.g. 4
+  double original_max_position = 8192.0;
+};
+
+// Per-pair frequencies in turns per position: freq_i = base^(-2i / head_dim) / (2 pi), with the
+// optional Llama-3.1 scaling applied to the angular frequency first. head_dim / 2 values.
+std::vector<float> rope_frequencies(int64_t head_dim, double base, const RopeScaling& scaling = {});
+
+namespace programs {
+
+struct Rope {
+  static constexpr int kRowRstd = 0;
+  static constexpr int kRowPos = 0;   // int rows
+  static constexpr int kColFreq = 0;  // indexed by pair within the head
+  static constexpr int kOut = 0;
+  bool has_rstd = false;
+  int64_t head_dim = 0;
+  int64_t rope_cols = 0;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
+    if (f.n < rope_cols) {
+      const auto pos = static_cast<uint32_t>(ctx.row_int(kRowPos, f));
+      float s, c;
+      epi::rope_sincos(pos, ctx.col(kColFreq, f, (f.n % head_dim) / 2), &s, &c);
+      epi::rotate(&f.v[0], &f.v[1], s, c);
+    }
+    epi::store(f, ctx, kOut);
+  }
+};
+
+}  // namespace programs
+}  // namespace coda

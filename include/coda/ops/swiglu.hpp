@@ -1,0 +1,77 @@
+// SwiGLU with interleaved gate/up (coda-math.md 5.3).
+//
+// The fused gate/up weight has rows interleaved, Wgu[2i] = Wgate[i], Wgu[2i+1] = Wup[i], so the
+// GEMM's columns (2i, 2i+1) are (g_i, u_i): o_i = silu(g_i) u_i is a 2->1 pairwise op.
+// Backward is the epilogue of do = dY Wdown: 1->2 from do_i and the stored pair (g_i, u_i).
+#pragma once
+
+#include "coda/epilogue/program.hpp"
+#include "coda/ops/common.hpp"
+
+namespace coda {
+
+// gemm_swiglu (no rstd) and gemm_rmsnorm_swiglu (rows scaled by rstd first).
+struct SwigluArgs {
+  TensorView a;      // [M, K]
+  TensorView b;      // [2F, K] interleaved gate/up weight
+  TensorView rstd;   // optional [M] fp32: z = rstd * acc (RMSNorm of the GEMM input, 5.1)
+  TensorView z_out;  // optional [M, 2F] pre-activation, interleaved (saved for backward)
+  TensorView o_out;  // [M, F] silu(g) * u
+};
+Status validate(const SwigluArgs& args);
+
+struct SwigluBackwardArgs {
+  TensorView a;             // [M, K]  dY (gradient of the down projection's output)
+  TensorView b;             // [F, K]  Wdown [K, F] viewed as [F, K]
+  TensorView z;             // [M, 2F] saved interleaved pre-activation
+  TensorView dz_out;        // [M, 2F] interleaved (dg, du)
+  TensorView o_out;         // optional [M, F] silu(g) u recomputed (for dWdown = dY^T o)
+  TensorView zdz_partials;  // optional [M, ceil(F / grain.cols)] fp32: sum of g dg + u du
+};
+Status validate(const SwigluBackwardArgs& args, const Grain& grain = {});
+
+namespace programs {
+
+struct Swiglu {
+  static constexpr int kRowRstd = 0;
+  static constexpr int kOutZ = 0, kOutO = 1;
+  bool has_rstd = false;
+  bool has_z = false;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
+    if (has_z) epi::store(f, ctx, kOutZ);
+    ctx.store(kOutO, f, f.n / 2, epi::swiglu(f.v[0], f.v[1]));  // N is even: ok[1] holds
+  }
+};
+
+struct SwigluBackward {
+  static constexpr int kTileZ = 0;
+  static constexpr int kOutDz = 0, kOutO = 1;
+  static constexpr int kRowZdZ = 0;
+  bool has_o = false;
+  bool has_zdz = false;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    float zdz = 0.0f;
+    CODA_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      if (!f.ok[j]) continue;
+      const int64_t n = f.n + j;
+      const float g = ctx.tile(kTileZ, f, 2 * n);
+      const float u = ctx.tile(kTileZ, f, 2 * n + 1);
+      float dg, du;
+      epi::swiglu_backward(g, u, f.v[j], &dg, &du);
+      ctx.store(kOutDz, f, 2 * n, dg);
+      ctx.store(kOutDz, f, 2 * n + 1, du);
+      if (has_o) ctx.store(kOutO, f, n, epi::swiglu(g, u));
+      zdz += g * dg + u * du;
+    }
+    if (has_zdz) ctx.row_sum(kRowZdZ, f, zdz);
+  }
+};
+
+}  // namespace programs
+}  // namespace coda

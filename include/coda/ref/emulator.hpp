@@ -1,0 +1,38 @@
+// The CPU emulator: every coda operator run on host memory the way the GPU runs it.
+//
+// GEMM epilogue programs are the very structs the kernels instantiate (coda/ops/*.hpp), driven
+// by a host context: the GEMM tile is accumulated in fp32 from the stored bf16/fp16 inputs, the
+// program visits each column pair, outputs are rounded once to their dtype, partial reductions
+// are flushed per tile (tile_m x tile_n = the partial grain). Elementwise operators use the same
+// functors (coda/epilogue/*.hpp). Arguments go through the same validate() as the GPU path, plus
+// checks of host-readable data (target range, positions >= 0).
+#pragma once
+
+#include "coda/ops.hpp"
+
+namespace coda::emu {
+
+struct EmuConfig {
+  int64_t tile_m = CODA_PARTIAL_ROWS;
+  int64_t tile_n = CODA_PARTIAL_COLS;
+  Grain grain() const { return Grain{tile_m, tile_n}; }
+};
+
+Status gemm(const GemmArgs& args, const EmuConfig& cfg = {});
+Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, const EmuConfig& cfg = {});
+Status rms_finish(const RmsFinishArgs& args);
+Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, const EmuConfig& cfg = {});
+Status row_sum_finish(const RowSumFinishArgs& args);
+Status col_sum_finish(const ColSumFinishArgs& args);
+Status gemm_swiglu(const SwigluArgs& args, const EmuConfig& cfg = {});  // with or without rstd
+Status gemm_swiglu_backward(const SwigluBackwardArgs& args, const EmuConfig& cfg = {});
+Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg = {});  // with or without rstd
+Status rope_backward(const RopeBackwardArgs& args);
+Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg = {});
+Status qknorm_rope(const QkNormRopeArgs& args, const EmuConfig& cfg = {});
+Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, const EmuConfig& cfg = {});
+Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg = {});  // with or without rstd
+Status lse_finish(const LseFinishArgs& args);
+Status cross_entropy(const CrossEntropyArgs& args);
+
+}  // namespace coda::emu

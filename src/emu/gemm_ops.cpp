@@ -1,0 +1,189 @@
+// Emulated GEMM-epilogue operators: bind operands to the host context, run the kernel's program.
+#include <string>
+
+#include "driver.hpp"
+
+namespace coda::emu {
+
+using detail::GemmInputs;
+using detail::HostCtx;
+using detail::run_gemm;
+
+namespace {
+
+Status check_config(const char* op, const EmuConfig& cfg) {
+  if (cfg.tile_m < 1 || cfg.tile_n < 2 || cfg.tile_n % 2 != 0)
+    return Status::invalid_argument(std::string(op) + ": argument 'cfg' must have tile_m >= 1 and an even tile_n >= 2");
+  return {};
+}
+
+// Host-data check of class targets: each in [0, classes) or equal to ignore_index.
+Status check_targets(const char* op, const TensorView& targets, int64_t classes, int32_t ignore_index) {
+  for (int64_t i = 0; i < targets.rows(); ++i) {
+    const int32_t t = load_i32(targets, i);
+    if (t != ignore_index && (t < 0 || (classes >= 0 && t >= classes)))
+      return Status::invalid_argument(std::string(op) + ": argument 'targets' holds " + std::to_string(t) +
+                                      " at row " + std::to_string(i) + ", outside [0, " + std::to_string(classes) +
+                                      ") and not ignore_index (" + std::to_string(ignore_index) + ")");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status check_positions(const char* op, const TensorView& positions) {
+  for (int64_t i = 0; i < positions.rows(); ++i)
+    if (load_i32(positions, i) < 0)
+      return Status::invalid_argument(std::string(op) + ": argument 'positions' holds a negative value (" +
+                                      std::to_string(load_i32(positions, i)) + ") at row " + std::to_string(i));
+  return {};
+}
+
+Status gemm(const GemmArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm", cfg));
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0 || args.b.rows() == 0) return {};
+  using P = programs::LinearCombination;
+  HostCtx ctx;
+  ctx.scalars[P::kAlpha] = args.alpha_ptr ? *args.alpha_ptr : args.alpha;
+  ctx.scalars[P::kBeta] = args.beta_ptr ? *args.beta_ptr : args.beta;
+  ctx.tiles[P::kTileC] = args.c;
+  ctx.outs[P::kOutD] = args.d;
+  run_gemm(GemmInputs(args.a, args.b), P{args.c.defined()}, ctx, cfg);
+  return {};
+}
+
+Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_residual_rmsnorm_partial", cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  if (args.a.rows() == 0) return {};
+  using P = programs::ResidualRmsNormPartial;
+  HostCtx ctx;
+  ctx.scalars[P::kAlpha] = args.alpha;
+  ctx.tiles[P::kTileResidual] = args.residual;
+  ctx.cols[P::kColNormWeight] = args.norm_weight;
+  ctx.outs[P::kOutX] = args.x_out;
+  ctx.outs[P::kOutH] = args.h_out;
+  ctx.row_partials[P::kRowSumSq] = args.partials;
+  run_gemm(GemmInputs(args.a, args.b), P{args.residual.defined()}, ctx, cfg);
+  return {};
+}
+
+Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_rmsnorm_backward", cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  if (args.a.rows() == 0) return {};
+  using P = programs::RmsNormBackward;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.rows[P::kRowZdZ] = args.zdz;
+  ctx.cols[P::kColNormWeight] = args.norm_weight;
+  ctx.tiles[P::kTileX] = args.x;
+  ctx.tiles[P::kTileDres] = args.dres;
+  ctx.outs[P::kOutDx] = args.dx_out;
+  ctx.outs[P::kOutY] = args.y_out;
+  ctx.col_partials[P::kColDw] = args.dw_partials;
+  P program;
+  program.has_dres = args.dres.defined();
+  program.has_y = args.y_out.defined();
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_swiglu(const SwigluArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_swiglu", cfg));
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  using P = programs::Swiglu;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.outs[P::kOutZ] = args.z_out;
+  ctx.outs[P::kOutO] = args.o_out;
+  P program;
+  program.has_rstd = args.rstd.defined();
+  program.has_z = args.z_out.defined();
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_swiglu_backward(const SwigluBackwardArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_swiglu_backward", cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  if (args.a.rows() == 0) return {};
+  using P = programs::SwigluBackward;
+  HostCtx ctx;
+  ctx.tiles[P::kTileZ] = args.z;
+  ctx.outs[P::kOutDz] = args.dz_out;
+  ctx.outs[P::kOutO] = args.o_out;
+  ctx.row_partials[P::kRowZdZ] = args.zdz_partials;
+  P program;
+  program.has_o = args.o_out.defined();
+  program.has_zdz = args.zdz_partials.defined();
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_rope", cfg));
+  CODA_TRY(validate(args));
+  CODA_TRY(check_positions(args.rstd.defined() ? "gemm_rmsnorm_rope" : "gemm_rope", args.positions));
+  if (args.a.rows() == 0) return {};
+  using P = programs::Rope;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.row_ints[P::kRowPos] = args.positions;
+  ctx.cols[P::kColFreq] = args.freqs;
+  ctx.outs[P::kOut] = args.out;
+  P program;
+  program.has_rstd = args.rstd.defined();
+  program.head_dim = args.heads.head_dim;
+  program.rope_cols = args.heads.rope_cols();
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_config("gemm_qkv_sqsum", cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  if (args.a.rows() == 0) return {};
+  using P = programs::QkvSqsum;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.outs[P::kOutQkv] = args.qkv_out;
+  ctx.seg_partials[P::kSegSumSq] = args.sumsq_out;
+  ctx.seg_head_dim = args.heads.head_dim;
+  ctx.seg_per_head = qk_segments(args.heads.head_dim, cfg.tile_n);
+  P program;
+  program.has_rstd = args.rstd.defined();
+  program.rope_cols = args.heads.rope_cols();
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
+  const char* op = args.rstd.defined() ? "gemm_rmsnorm_lse" : "gemm_lse";
+  CODA_TRY(check_config(op, cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  CODA_TRY(check_targets(op, args.targets, args.b.rows(), args.ignore_index));
+  if (args.a.rows() == 0) return {};
+  using P = programs::LmHeadLse;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.row_ints[P::kRowTargets] = args.targets;
+  ctx.outs[P::kOutLogits] = args.logits_out;
+  ctx.row_outs[P::kRowOutTarget] = args.target_logit_out;
+  ctx.lse_partials[P::kRowLse] = args.lse_partials;
+  P program;
+  program.has_rstd = args.rstd.defined();
+  program.has_logits = args.logits_out.defined();
+  program.ignore_index = args.ignore_index;
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status check_ce_targets(const CrossEntropyArgs& args) {
+  return check_targets("cross_entropy", args.targets, args.logits.defined() ? args.logits.cols() : -1,
+                       args.ignore_index);
+}
+
+}  // namespace coda::emu

@@ -1,0 +1,59 @@
+// Compile-time check that every epilogue program and functor builds for sm_90a.
+//
+// The programs in coda/ops/*.hpp are shared by the CPU emulator and the GPU epilogue; this TU
+// instantiates each one against a minimal device context so that a program using something the
+// device cannot run (std:: calls, host-only helpers) fails the build here, on CI, without a GPU.
+// The kernel is never launched.
+#include <cstdint>
+
+#include "coda/ops.hpp"
+
+namespace coda::gpu {
+namespace {
+
+struct CheckCtx {
+  float* f;
+  int32_t* i;
+  __device__ float scalar(int k) const { return f[k]; }
+  __device__ float row(int k, const epi::Frag& fr) const { return f[k + fr.m]; }
+  __device__ int64_t row_int(int k, const epi::Frag& fr) const { return i[k + fr.m]; }
+  __device__ float col(int k, const epi::Frag&, int64_t n) const { return f[k + n]; }
+  __device__ float tile(int k, const epi::Frag& fr, int64_t n) const { return f[k + fr.m + n]; }
+  __device__ float store(int k, const epi::Frag& fr, int64_t n, float v) const {
+    f[k + fr.m * 3 + n] = v;
+    return v;
+  }
+  __device__ void row_store(int k, const epi::Frag& fr, float v) const { f[k + fr.m * 5] = v; }
+  __device__ void row_sum(int k, const epi::Frag& fr, float v) const { f[k + 7] += v; }
+  __device__ void row_lse(int k, const epi::Frag& fr, float v) const {
+    epi::OnlineLse l;
+    l.add(v);
+    f[k + 11] = l.value();
+  }
+  __device__ void seg_sum(int k, const epi::Frag&, int64_t n, float v) const { f[k + n * 13] += v; }
+  __device__ void col_sum(int k, const epi::Frag&, int64_t n, float v) const { f[k + n * 17] += v; }
+};
+
+template <class Program>
+__global__ void check_program(Program p, float* f, int32_t* i) {
+  CheckCtx ctx{f, i};
+  epi::Frag fr{{f[0], f[1]}, threadIdx.x, 2 * threadIdx.y, {true, threadIdx.z == 0}};
+  p(fr, ctx);
+}
+
+}  // namespace
+
+// Referenced by nothing; instantiating the kernels is the point.
+void instantiate_program_checks() {
+  (void)&check_program<programs::Identity>;
+  (void)&check_program<programs::LinearCombination>;
+  (void)&check_program<programs::ResidualRmsNormPartial>;
+  (void)&check_program<programs::RmsNormBackward>;
+  (void)&check_program<programs::Swiglu>;
+  (void)&check_program<programs::SwigluBackward>;
+  (void)&check_program<programs::Rope>;
+  (void)&check_program<programs::QkvSqsum>;
+  (void)&check_program<programs::LmHeadLse>;
+}
+
+}  // namespace coda::gpu

@@ -1,0 +1,30 @@
+// Argument checks of the GEMM operand pair and of the plain / linear-combination GEMM.
+#include "coda/ops/gemm.hpp"
+
+#include <string>
+
+namespace coda {
+
+GemmShape check_gemm_operands(ArgCheck& check, const TensorView& a, const TensorView& b) {
+  check.tensor("a", a, {-1, -1}, kGemmInputTypes, Layout::kGemmOperand)
+      .tensor("b", b, {-1, -1}, kGemmInputTypes, Layout::kGemmOperand)
+      .same_dtype("a", a, "b", b);
+  if (!check.ok()) return {};
+  check.rule(b.cols() == a.cols(), "b",
+             "must be [N, K] with K = " + std::to_string(a.cols()) + " (the columns of 'a'), got " + b.describe());
+  check.rule(a.cols() >= 8, "a",
+             "must have K >= 8 (reduction length; one 16-byte TMA row), got K = " + std::to_string(a.cols()));
+  if (!check.ok()) return {};
+  return {a.rows(), b.rows(), a.cols()};
+}
+
+Status validate(const GemmArgs& args) {
+  ArgCheck check("gemm");
+  const GemmShape s = check_gemm_operands(check, args.a, args.b);
+  check.tensor("d", args.d, {s.m, s.n}, kStoreTypes, Layout::kRowMajor16)
+      .optional("c", args.c, {s.m, s.n}, kStoreTypes, Layout::kRowMajor16)
+      .no_alias({{"d", args.d}}, {{"a", args.a}, {"b", args.b}, {"c", args.c}}, {{"d", "c"}});
+  return check.status();
+}
+
+}  // namespace coda
