@@ -230,28 +230,35 @@ void ArgCheck::check_tensor(const char* name, const TensorView& t, std::initiali
       break;
     }
     case Layout::kGemmOperand: {
-      const bool row_unit = t.stride(1) == 1 || t.size(1) == 1;
-      const bool col_unit = t.stride(0) == 1 || t.size(0) == 1;
+      // Row-major (unit stride along dim 1) or column-major (unit stride along dim 0); a dimension
+      // of size <= 1 may have any stride. The other stride is TMA's: a multiple of 16 bytes.
+      auto layout_ok = [&](int unit, int lead) {
+        const bool unit_ok = t.stride(unit) == 1 || t.size(unit) <= 1;
+        const bool lead_ok = t.size(lead) <= 1 || ((t.stride(lead) * es) % 16 == 0 && t.stride(lead) >= t.size(unit));
+        return unit_ok && lead_ok;
+      };
+      if (layout_ok(1, 0) || layout_ok(0, 1)) {
+        if (addr % 16 != 0) {
+          fail(name, "data pointer must be 16-byte aligned");
+          return;
+        }
+        break;
+      }
+      const bool row_unit = t.stride(1) == 1 || t.size(1) <= 1;
+      const bool col_unit = t.stride(0) == 1 || t.size(0) <= 1;
       if (!row_unit && !col_unit) {
         fail(name, "must have a unit stride in one dimension (row-major or column-major), got " + t.describe());
         return;
       }
-      const int lead = row_unit ? 0 : 1;  // the strided dimension
+      const int lead = row_unit ? 0 : 1;
       const int inner = 1 - lead;
       if (t.stride(lead) < t.size(inner)) {
         fail(name, "must not overlap itself (leading stride >= inner size), got " + t.describe());
         return;
       }
-      if ((t.stride(lead) * es) % 16 != 0 && t.size(lead) > 1) {
-        fail(name, "leading stride " + std::to_string(t.stride(lead)) + " elements x " + std::to_string(es) +
-                       " bytes must be a multiple of 16 bytes (TMA), got " + t.describe());
-        return;
-      }
-      if (addr % 16 != 0) {
-        fail(name, "data pointer must be 16-byte aligned");
-        return;
-      }
-      break;
+      fail(name, "leading stride " + std::to_string(t.stride(lead)) + " elements x " + std::to_string(es) +
+                     " bytes must be a multiple of 16 bytes (TMA), got " + t.describe());
+      return;
     }
   }
 }

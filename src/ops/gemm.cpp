@@ -12,8 +12,6 @@ GemmShape check_gemm_operands(ArgCheck& check, const TensorView& a, const Tensor
   if (!check.ok()) return {};
   check.rule(b.cols() == a.cols(), "b",
              "must be [N, K] with K = " + std::to_string(a.cols()) + " (the columns of 'a'), got " + b.describe());
-  check.rule(a.cols() >= 8, "a",
-             "must have K >= 8 (reduction length; one 16-byte TMA row), got K = " + std::to_string(a.cols()));
   if (!check.ok()) return {};
   return {a.rows(), b.rows(), a.cols()};
 }

@@ -1,1 +1,50 @@
+// The emulated fused LLaMA-3 block (forward and backward) against the unfused float64 block,
+// under design.md's tolerance rule, at the embedded default size and at awkward ones.
 #include <gtest/gtest.h>
+
+#include "coda/ref/block_check.hpp"
+#include "util.hpp"
+
+namespace coda {
+namespace {
+
+void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg) {
+  const uint64_t seed = test::seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with CODA_TEST_SEED)");
+  const BlockCheckResult r = check_llama3_block_emulated(d, seed, cfg);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_EQ(r.rows.size(), 14u);
+  for (const ErrorRow& row : r.rows) {
+    EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": fused " << row.fused << " > bound " << row.bound
+                        << " (unfused " << row.unfused << ")";
+    EXPECT_GT(row.unfused, 0.0) << row.output << ": the yardstick must measure something";
+  }
+  EXPECT_TRUE(r.ok);
+}
+
+TEST(Block, DefaultConfigForwardAndBackward) { expect_block_ok(default_check_dims(), {}); }
+
+TEST(Block, SmallTilesManyGranules) {
+  Llama3Dims d = default_check_dims();
+  d.tokens = 45;
+  expect_block_ok(d, emu::EmuConfig{16, 64});
+}
+
+TEST(Block, SingleToken) {
+  Llama3Dims d;
+  d.tokens = 1;
+  d.hidden = 64;
+  d.ffn = 96;
+  d.heads = HeadDims{2, 1, 32};
+  expect_block_ok(d, emu::EmuConfig{8, 32});
+}
+
+TEST(Block, EmptyBatchIsANoOp) {
+  Llama3Dims d = default_check_dims();
+  d.tokens = 0;
+  const BlockCheckResult r = check_llama3_block_emulated(d, 1);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+}
+
+}  // namespace
+}  // namespace coda

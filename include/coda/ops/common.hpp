@@ -22,7 +22,9 @@ struct GemmShape {
 };
 
 // Checks the GEMM operands a [M, K] and b [N, K] (each with one unit stride: K-major or
-// M/N-major), the same dtype (bf16 or fp16), K >= 8; returns the shape (zeros on failure).
+// M/N-major, the other stride a multiple of 16 bytes), the same dtype (bf16 or fp16); returns the
+// shape (zeros on failure). Any K >= 0 is accepted: K = 0 runs the epilogue on a zero accumulator
+// (the weight gradient of an empty batch is zero, as in PyTorch).
 GemmShape check_gemm_operands(ArgCheck& check, const TensorView& a, const TensorView& b);
 
 }  // namespace coda
