@@ -75,6 +75,22 @@ coda_tensor_t coda_tensor_2d(void* data, coda_dtype_t dtype, int64_t rows, int64
  * CODA_ERROR_NOT_SUPPORTED with a message otherwise (no GPU, another architecture). */
 coda_status_t coda_device_check(int device);
 
+/* ---- GEMM (sm_90a) ------------------------------------------------------------------------------
+ * D[M, N] = A[M, K] B[N, K]^T. Operand forms through strides (no copies):
+ *   forward  a = X [M, K] row-major,  b = W [N, K] row-major
+ *   dgrad    a = dY [M, K] row-major, b = W [K, N] row-major viewed as [N, K] (strides {1, N})
+ *   wgrad    a = dY^T (dY [K, M] viewed as [M, K], strides {1, M}), b = X^T likewise
+ * a, b: bf16 or fp16 (the same); d (and c): bf16, fp16 or fp32, row-major with 16-byte-aligned
+ * rows and base. Any M, N, K >= 0 (K = 0 gives d = beta c, or zeros).
+ */
+coda_status_t coda_gemm(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* d,
+                        coda_stream_t stream);
+/* D = alpha A B^T + beta C; c may be NULL. When alpha_ptr / beta_ptr are not NULL, the scalars
+ * are read from those device pointers when the kernel runs (alpha / beta are then ignored). */
+coda_status_t coda_gemm_ex(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* c,
+                           const coda_tensor_t* d, float alpha, float beta, const float* alpha_ptr,
+                           const float* beta_ptr, coda_stream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

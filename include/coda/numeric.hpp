@@ -10,6 +10,11 @@
 
 #include "coda/macros.hpp"
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 namespace coda {
 
 CODA_HD uint32_t float_bits(float f) {
@@ -33,6 +38,9 @@ CODA_HD float bits_float(uint32_t u) {
 }
 
 CODA_HD uint16_t float_to_bf16_bits(float f) {
+#if CODA_DEVICE_CODE
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));  // cvt.rn.bf16.f32: the same rounding
+#endif
   uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -42,6 +50,9 @@ CODA_HD uint16_t float_to_bf16_bits(float f) {
 CODA_HD float bf16_bits_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
 CODA_HD uint16_t float_to_fp16_bits(float f) {
+#if CODA_DEVICE_CODE
+  return __half_as_ushort(__float2half_rn(f));  // cvt.rn.f16.f32: the same rounding
+#endif
   uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;

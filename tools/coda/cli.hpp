@@ -24,6 +24,9 @@ std::string now_iso8601();
 // Escape a string for JSON.
 std::string json_str(const std::string& s);
 
+// The GPU benchmarks (Hopper only); returns the process exit code.
+int run_gpu_bench(const Options& opt);
+
 // The emulated block check: prints the per-operator error table; returns the process exit code.
 int run_emulated_check(const Options& opt, const std::string& why);
 

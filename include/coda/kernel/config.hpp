@@ -1,0 +1,50 @@
+// GEMM configurations: the compile-time kernel variants coda ships and the runtime choices made on
+// top of them (raster order, swizzle), as one printable struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "coda/tensor.hpp"
+
+namespace coda {
+
+// Operand forms by memory layout (see ops/gemm.hpp):
+//   kTN: a K-major, b K-major   forward   Y = X W^T
+//   kTT: a K-major, b N-major   dgrad     dX = dY W
+//   kNT: a M-major, b N-major   wgrad     dW = dY^T X
+enum class GemmForm : int { kTN = 0, kTT = 1, kNT = 2 };
+const char* form_name(GemmForm f);
+
+// The compiled kernel variants (tile M x N x K, cluster, stages; all cooperative: two consumer
+// warpgroups share each tile, one producer warp issues TMA).
+enum class KernelVariant : int {
+  k128x256_c2x1 = 0,  // 128x256x64, cluster 2x1 (B multicast), 4 stages
+  k256x128_c1x2 = 1,  // 256x128x64, cluster 1x2 (A multicast), 4 stages
+  kCount = 2,
+};
+const char* variant_name(KernelVariant v);
+int variant_tile_m(KernelVariant v);
+int variant_tile_n(KernelVariant v);
+
+struct GemmConfig {
+  KernelVariant variant = KernelVariant::k128x256_c2x1;
+  int swizzle = 8;        // cluster tiles per raster band
+  bool raster_n = false;  // false: bands of M rows (M fastest inside a band); true: bands of N columns
+  std::string describe() const;
+};
+
+// The problem a config is chosen for.
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  GemmForm form = GemmForm::kTN;
+  DType in = DType::kBF16;
+  DType out = DType::kBF16;
+  std::string op = "gemm";  // operator name (configs are cached per operator)
+  std::string describe() const;
+};
+
+// The heuristic: a config from the shape alone.
+GemmConfig choose_config(const GemmProblem& p);
+
+}  // namespace coda

@@ -1,0 +1,388 @@
+// coda's sm90 GEMM: a persistent, warp-specialized TMA + wgmma kernel whose epilogue runs an
+// epilogue program (coda/epilogue/program.hpp) on the fp32 accumulator while it is in registers.
+//
+// Roles (384 threads, one CTA per SM):
+//   warpgroup 0, warp 0   producer: TMA loads of A/B k-tiles into a Stages-deep smem ring
+//                         (CUTLASS's sm90 collective mainloop, multicast across the cluster)
+//   warpgroups 1, 2       consumers: wgmma into fp32 registers, each owning half of the tile's
+//                         rows ("cooperative"), then the epilogue for their rows
+// Tile scheduler: persistent; cluster tiles are visited in bands of `swizzle` cluster rows (or
+// columns) so that concurrently running CTAs share A and B tiles in L2.
+//
+// Epilogue lifecycle, per consumer warpgroup and per 64-row x 64-column chunk of its accumulator:
+//   1. wait until the chunk's smem buffer is no longer being read by an earlier TMA store
+//   2. call the program once per accumulator column pair (Frag) with a ChunkCtx; outputs are
+//      rounded once and written to the smem buffer (128-byte swizzled rows)
+//   3. fence (generic -> async proxy), warpgroup barrier, one thread issues the TMA stores
+// Rows >= M and columns >= N are never visited; TMA clips the stores at the tensor's edge.
+//
+// NOTES: in the wgmma m64nNk16 fp32 accumulator a thread holds, per 8-column block j, the values
+// (r, 8j + 2q), (r, 8j + 2q + 1), (r + 8, ...) with r = 16 warp + lane / 4, q = lane % 4; CuTe's
+// per-thread C fragment has value mode (2, 2, N/8) in that order, so values (0, b, j) and (1, b, j)
+// are a column pair.
+#pragma once
+
+#include <cuda.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "coda/epilogue/frag.hpp"
+#include "coda/kernel/epilogue_params.hpp"
+#include "coda/numeric.hpp"
+
+namespace coda::sm90 {
+
+using namespace cute;
+
+// ---- PTX helpers --------------------------------------------------------------------------------
+
+CUTE_DEVICE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+CUTE_DEVICE void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+CUTE_DEVICE void tma_store_2d(const CUtensorMap* desc, uint32_t smem, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(desc), "r"(col),
+               "r"(row), "r"(smem)
+               : "memory");
+}
+CUTE_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+CUTE_DEVICE void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+// ---- element access by runtime dtype --------------------------------------------------------------
+
+CUTE_DEVICE float load_as_float(const void* p, int64_t i, int dtype) {
+  switch (dtype) {
+    case kDtBF16: return bf16_bits_to_float(__ldg(static_cast<const unsigned short*>(p) + i));
+    case kDtFP16: return fp16_bits_to_float(__ldg(static_cast<const unsigned short*>(p) + i));
+    case kDtFP32: return __ldg(static_cast<const float*>(p) + i);
+    default: return static_cast<float>(__ldg(static_cast<const int*>(p) + i));
+  }
+}
+
+// ---- the tile scheduler ---------------------------------------------------------------------------
+
+struct TileSchedule {
+  int ctiles_m = 0, ctiles_n = 0;  // cluster tiles along M and N
+  int swizzle = 1;
+  int raster_n = 0;
+  CUTE_HOST_DEVICE int total() const { return ctiles_m * ctiles_n; }
+};
+
+CUTE_HOST_DEVICE void cluster_tile_coord(const TileSchedule& s, int t, int& cm, int& cn) {
+  if (!s.raster_n) {
+    const int per_band = s.swizzle * s.ctiles_n;
+    const int band = t / per_band, r = t % per_band;
+    const int m0 = band * s.swizzle;
+    const int rows = min(s.swizzle, s.ctiles_m - m0);
+    cm = m0 + r % rows;
+    cn = r / rows;
+  } else {
+    const int per_band = s.swizzle * s.ctiles_m;
+    const int band = t / per_band, r = t % per_band;
+    const int n0 = band * s.swizzle;
+    const int cols = min(s.swizzle, s.ctiles_n - n0);
+    cn = n0 + r % cols;
+    cm = r / cols;
+  }
+}
+
+// ---- the kernel ---------------------------------------------------------------------------------
+
+template <class Element, bool AKMajor, bool BKMajor, class TileShape_, class ClusterShape_, int Stages, class Program>
+struct Sm90Gemm {
+  using TileShape = TileShape_;
+  using ClusterShape = ClusterShape_;
+  static constexpr int kTileM = size<0>(TileShape{});
+  static constexpr int kTileN = size<1>(TileShape{});
+  static constexpr int kClusterM = size<0>(ClusterShape{});
+  static constexpr int kClusterN = size<1>(ClusterShape{});
+  static constexpr int kThreads = 384;
+  static constexpr int kEpiArenaBytes = 16384;  // per consumer warpgroup
+  static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
+  static constexpr int kChunkRows = 64;
+
+  using LayoutA = cute::conditional_t<AKMajor, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+  using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, 8, Element, LayoutB, 8, float, TileShape,
+      ClusterShape, cutlass::gemm::collective::StageCount<Stages>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using TiledMma = typename Mainloop::TiledMma;
+  using MainloopPipeline = typename Mainloop::MainloopPipeline;
+  using PipelineState = typename Mainloop::PipelineState;
+
+  struct SharedStorage {
+    alignas(1024) uint8_t epi[2][kEpiArenaBytes];
+    typename Mainloop::SharedStorage mainloop;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + slack to align the base
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    EpiParams epi;
+    Program program;
+    TileSchedule sched;
+    int m, n, k;
+    int tiles_m, tiles_n;
+    int k_tiles;
+    int epi_buffers;  // smem buffers per warpgroup (1 or 2), chosen by the host from the outputs
+  };
+
+  // The context a program sees inside one epilogue chunk (see epilogue/program.hpp).
+  struct ChunkCtx {
+    const Params& p;
+    float scalars[kEpiSlots];  // resolved at kernel start (by value: stays in registers)
+    uint8_t* buf;              // this chunk's staging buffer
+    int64_t m0, n0;            // global origin of the chunk
+
+    CUTE_DEVICE float scalar(int i) const { return scalars[i]; }
+    CUTE_DEVICE float row(int i, const epi::Frag& f) const {
+      return load_as_float(p.epi.rows[i].ptr, f.m, p.epi.rows[i].dtype);
+    }
+    CUTE_DEVICE int64_t row_int(int i, const epi::Frag& f) const {
+      return __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + f.m);
+    }
+    CUTE_DEVICE float col(int i, const epi::Frag&, int64_t n) const {
+      return load_as_float(p.epi.cols[i].ptr, n, p.epi.cols[i].dtype);
+    }
+    CUTE_DEVICE float tile(int i, const epi::Frag& f, int64_t n) const {
+      const EpiTile& t = p.epi.tiles[i];
+      return load_as_float(t.ptr, f.m * t.ld + n, t.dtype);
+    }
+    // Byte offset of element (r, c) of a chunk for an output of `es` bytes per element: boxes of
+    // 64 rows x 128 bytes, 128-byte swizzle (16-byte unit index XOR row % 8).
+    CUTE_DEVICE static int swizzled(int r, int c, int es) {
+      const int byte = c * es;
+      const int b = byte & 127;
+      return (byte >> 7) * (kChunkRows * 128) + r * 128 + ((((b >> 4) ^ r) & 7) << 4) + (b & 15);
+    }
+    CUTE_DEVICE float store(int o, const epi::Frag& f, int64_t n, float v) const {
+      const EpiOutput& out = p.epi.outs[o];
+      uint8_t* base = buf + out_offset(o);
+      const int r = int(f.m - m0), c = int(n - n0);
+      switch (out.dtype) {
+        case kDtBF16: {
+          const uint16_t h = float_to_bf16_bits(v);
+          *reinterpret_cast<uint16_t*>(base + swizzled(r, c, 2)) = h;
+          return bf16_bits_to_float(h);
+        }
+        case kDtFP16: {
+          const uint16_t h = float_to_fp16_bits(v);
+          *reinterpret_cast<uint16_t*>(base + swizzled(r, c, 2)) = h;
+          return fp16_bits_to_float(h);
+        }
+        default:
+          *reinterpret_cast<float*>(base + swizzled(r, c, 4)) = v;
+          return v;
+      }
+    }
+    // Staging offset of output o inside a chunk buffer (outputs are packed in slot order).
+    CUTE_DEVICE int out_offset(int o) const {
+      int off = 0;
+      for (int i = 0; i < o; ++i)
+        if (p.epi.outs[i].defined) off += chunk_bytes(p.epi.outs[i].dtype);
+      return off;
+    }
+    CUTE_HOST_DEVICE static int chunk_bytes(int dtype) { return kChunkRows * kChunkCols * (dtype == kDtFP32 ? 4 : 2); }
+    CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const;
+    CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v);
+    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v);
+    CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int64_t n, float v);
+    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int64_t n, float v);
+  };
+
+  // Bytes of one chunk over all outputs, and how many chunk buffers fit in a warpgroup's arena.
+  CUTE_HOST_DEVICE static int chunk_bytes_all(const EpiParams& e) {
+    int b = 0;
+    for (int o = 0; o < e.num_outs; ++o)
+      if (e.outs[o].defined) b += ChunkCtx::chunk_bytes(e.outs[o].dtype);
+    return b;
+  }
+  CUTE_HOST_DEVICE static int buffers_for(const EpiParams& e) {
+    const int b = chunk_bytes_all(e);
+    return b == 0 ? 2 : (2 * b <= kEpiArenaBytes ? 2 : (b <= kEpiArenaBytes ? 1 : 0));
+  }
+
+  template <class Accum>
+  CUTE_DEVICE static void epilogue(const Params& p, const Accum& accum, const float (&scalars)[kEpiSlots], uint8_t* arena,
+                                   int tile_m, int tile_n, int mma_thread_idx, int wg, int& chunk_count) {
+    const int t = mma_thread_idx % 128;
+    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
+    TiledMma tiled_mma;
+    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+    using AccLayout = typename Accum::layout_type;
+    constexpr int kVN = decltype(size<0>(AccLayout{}))::value / 4;  // 8-column blocks per wgmma atom
+    constexpr int kMmaM = decltype(size<1>(AccLayout{}))::value;
+    constexpr int kMmaN = decltype(size<2>(AccLayout{}))::value;
+    static_assert(kVN % (kChunkCols / 8) == 0, "the wgmma atom must hold whole epilogue chunks");
+    const int64_t gm0 = int64_t(tile_m) * kTileM, gn0 = int64_t(tile_n) * kTileN;
+    const int chunk_bytes = chunk_bytes_all(p.epi);
+
+    CUTE_UNROLL
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      CUTE_UNROLL
+      for (int ni = 0; ni < kMmaN; ++ni) {
+        CUTE_UNROLL
+        for (int cj = 0; cj < kVN / 8; ++cj) {
+          const auto first = tCcD(make_coord(make_coord(0, 0, cj * 8), mi, ni));
+          const int64_t cm0 = gm0 + (get<0>(first) & ~(kChunkRows - 1));
+          const int64_t cn0 = gn0 + (get<1>(first) & ~(kChunkCols - 1));
+          const bool live = cm0 < p.m && cn0 < p.n;  // warpgroup-uniform
+          if (!live) continue;
+          uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
+          // 1. the buffer is free once the store that last used it has finished reading it
+          if (t == 0) {
+            if (p.epi_buffers == 2) tma_store_wait_read<1>();
+            else tma_store_wait_read<0>();
+          }
+          named_barrier_sync(1 + wg, 128);
+          // 2. the program, once per column pair
+          ChunkCtx ctx{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf, cm0, cn0};
+          CUTE_UNROLL
+          for (int jj = 0; jj < 8; ++jj) {
+            CUTE_UNROLL
+            for (int b = 0; b < 2; ++b) {
+              const auto c0 = tCcD(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
+              epi::Frag f;
+              f.m = gm0 + get<0>(c0);
+              f.n = gn0 + get<1>(c0);
+              if (f.m >= p.m || f.n >= p.n) continue;
+              f.ok[0] = true;
+              f.ok[1] = f.n + 1 < p.n;
+              f.v[0] = accum(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
+              f.v[1] = f.ok[1] ? accum(make_coord(make_coord(1, b, cj * 8 + jj), mi, ni)) : 0.0f;
+              p.program(f, ctx);
+            }
+          }
+          // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
+          fence_async_shared();
+          named_barrier_sync(1 + wg, 128);
+          if (t == 0) {
+            int off = 0;
+            for (int o = 0; o < p.epi.num_outs; ++o) {
+              const EpiOutput& out = p.epi.outs[o];
+              if (!out.defined) continue;
+              const int es = out.dtype == kDtFP32 ? 4 : 2;
+              const int boxes = kChunkCols * es / 128;
+              for (int bx = 0; bx < boxes; ++bx) {
+                const uint32_t s = cute::cast_smem_ptr_to_uint(buf + off + bx * kChunkRows * 128);
+                tma_store_2d(&out.tma, s, int(cn0) + bx * (128 / es), int(cm0));
+              }
+              off += ChunkCtx::chunk_bytes(out.dtype);
+            }
+            tma_store_commit();
+          }
+          ++chunk_count;
+        }
+      }
+    }
+  }
+
+  CUTE_DEVICE static void run(const Params& p, char* smem_raw) {
+    auto base = reinterpret_cast<uintptr_t>(smem_raw);
+    auto& shared = *reinterpret_cast<SharedStorage*>((base + 1023) & ~uintptr_t(1023));
+
+    const int thread_idx = int(threadIdx.x);
+    const int warp_group = thread_idx / 128;
+    const int warp_in_group = (thread_idx / 32) % 4;
+    const int lane = thread_idx % 32;
+    const uint32_t block_rank_in_cluster = cute::block_rank_in_cluster();
+
+    if (thread_idx == 0) Mainloop::prefetch_tma_descriptors(p.mainloop);
+
+    typename MainloopPipeline::Params pp;
+    if (warp_group == 0 && warp_in_group == 0) pp.role = MainloopPipeline::ThreadCategory::Producer;
+    if (warp_group > 0) pp.role = MainloopPipeline::ThreadCategory::Consumer;
+    pp.is_leader = (thread_idx % 128) == 0;
+    pp.num_consumers = 256;
+    pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
+    MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{});
+
+    if constexpr (size(ClusterShape{}) > 1) {
+      cute::cluster_arrive_relaxed();
+      cute::cluster_wait();
+    } else {
+      __syncthreads();
+    }
+
+    // Cluster-tile loop bounds: clusters are laid out along blockIdx.x.
+    const int cluster_id = int(blockIdx.x) / kClusterM;
+    const int num_clusters = int(gridDim.x) / kClusterM;
+    const int rank_m = int(blockIdx.x) % kClusterM;
+    const int rank_n = int(blockIdx.y);
+    auto tile_of = [&](int t, int& tm, int& tn) {
+      int cm, cn;
+      cluster_tile_coord(p.sched, t, cm, cn);
+      tm = cm * kClusterM + rank_m;
+      tn = cn * kClusterN + rank_n;
+    };
+
+    Mainloop collective;
+    auto problem = make_shape(p.m, p.n, max(p.k, 1), 1);
+
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<40>();
+      if (warp_in_group == 0) {
+        auto load_inputs = collective.load_init(problem, p.mainloop);
+        PipelineState state = cutlass::make_producer_start_state<MainloopPipeline>();
+        for (int t = cluster_id; t < p.sched.total(); t += num_clusters) {
+          int tm, tn;
+          tile_of(t, tm, tn);
+          if (p.k_tiles > 0) {
+            auto k_iter = cute::make_coord_iterator(shape<3>(get<0>(load_inputs)));
+            collective.load(p.mainloop, pipeline, state, load_inputs, make_coord(tm, tn, _, 0), k_iter, p.k_tiles,
+                            lane, block_rank_in_cluster, shared.mainloop.tensors);
+            state.advance(p.k_tiles);
+          }
+        }
+        collective.load_tail(pipeline, state);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<232>();
+      const int wg = warp_group - 1;
+      const int mma_thread_idx = thread_idx - 128;
+      float scalars[kEpiSlots];
+      CUTE_UNROLL
+      for (int i = 0; i < kEpiSlots; ++i)
+        scalars[i] = p.epi.scalars[i].ptr ? *p.epi.scalars[i].ptr : p.epi.scalars[i].value;
+      uint8_t* arena = shared.epi[wg];
+      PipelineState state;
+      TiledMma tiled_mma;
+      int chunk_count = 0;
+      for (int t = cluster_id; t < p.sched.total(); t += num_clusters) {
+        int tm, tn;
+        tile_of(t, tm, tn);
+        auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
+        if (p.k_tiles > 0) {
+          collective.mma(pipeline, state, accum, p.k_tiles, mma_thread_idx, shared.mainloop.tensors, p.mainloop);
+          collective.mma_tail(pipeline, state, p.k_tiles);
+          state.advance(p.k_tiles);
+        } else {
+          clear(accum);
+        }
+        if (tm < p.tiles_m && tn < p.tiles_n)
+          epilogue(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count);
+      }
+      if (thread_idx % 128 == 0) tma_store_wait_read<0>();
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(384, 1) sm90_gemm_kernel(CUTE_GRID_CONSTANT const typename Kernel::Params p) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  extern __shared__ char smem[];
+  Kernel::run(p, smem);
+#endif
+}
+
+}  // namespace coda::sm90

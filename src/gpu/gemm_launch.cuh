@@ -1,0 +1,125 @@
+// Host launch of one compiled GEMM variant: mainloop arguments from strided views, the epilogue
+// parameters, the persistent grid, the cluster launch. Included by the instantiation TUs (which
+// instantiate launch_variant) and by the dispatcher (which only declares them extern).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <string>
+
+#include "coda/kernel/config.hpp"
+#include "coda/kernel/sm90_gemm.cuh"
+#include "coda/tensor.hpp"
+
+namespace coda::sm90 {
+
+// Everything a launch needs besides the program-specific epilogue bindings.
+template <class Program>
+struct LaunchArgs {
+  const void* a = nullptr;
+  int64_t lda = 0;  // the non-unit stride of a (K-major: row stride; M-major: column stride)
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  int64_t m = 0, n = 0, k = 0;
+  EpiParams epi;
+  Program program;
+  GemmConfig config;
+};
+
+template <int V>
+struct VariantTraits;
+template <>
+struct VariantTraits<0> {  // KernelVariant::k128x256_c2x1
+  using Tile = Shape<_128, _256, _64>;
+  using Cluster = Shape<_2, _1, _1>;
+  static constexpr int kStages = 4;
+};
+template <>
+struct VariantTraits<1> {  // KernelVariant::k256x128_c1x2
+  using Tile = Shape<_256, _128, _64>;
+  using Cluster = Shape<_1, _2, _1>;
+  static constexpr int kStages = 4;
+};
+
+template <class Element, bool AK, bool BK, int V, class Program>
+using KernelOf = Sm90Gemm<Element, AK, BK, typename VariantTraits<V>::Tile, typename VariantTraits<V>::Cluster,
+                          VariantTraits<V>::kStages, Program>;
+
+inline Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return {};
+  return Status::cuda_error(std::string("gemm: ") + what + ": " + cudaGetErrorString(e));
+}
+
+template <class Element, bool AK, bool BK, int V, class Program>
+Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
+  using Kernel = KernelOf<Element, AK, BK, V, Program>;
+  using Mainloop = typename Kernel::Mainloop;
+  static_assert(Kernel::kSmemBytes <= 232448, "shared memory exceeds the sm90 per-block opt-in limit (227 KiB)");
+  auto* kernel = &sm90_gemm_kernel<Kernel>;
+
+  // One-time per process (per variant): the smem opt-in and the number of co-resident clusters.
+  static std::once_flag once;
+  static cudaError_t setup_error = cudaSuccess;
+  static int max_clusters = 0;
+  std::call_once(once, [&] {
+    setup_error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+    if (setup_error != cudaSuccess) return;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(Kernel::kClusterM * 64, Kernel::kClusterN, 1);
+    cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = Kernel::kSmemBytes;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = Kernel::kClusterM;
+    attr.val.clusterDim.y = Kernel::kClusterN;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    setup_error = cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &cfg);
+  });
+  CODA_TRY(cuda_status(setup_error, "kernel setup"));
+  if (max_clusters <= 0) return Status::cuda_error("gemm: no cluster of this kernel fits on the device");
+
+  typename Kernel::Params p{};
+  {
+    typename Mainloop::Arguments args{};
+    args.ptr_A = static_cast<const Element*>(L.a);
+    args.ptr_B = static_cast<const Element*>(L.b);
+    if constexpr (AK) cute::get<0>(args.dA) = L.lda; else cute::get<1>(args.dA) = L.lda;
+    if constexpr (BK) cute::get<0>(args.dB) = L.ldb; else cute::get<1>(args.dB) = L.ldb;
+    const int k_desc = int(L.k > 0 ? L.k : 1);  // K = 0: valid descriptors, no loads issued
+    p.mainloop = Mainloop::to_underlying_arguments(make_shape(int(L.m), int(L.n), k_desc, 1), args, nullptr);
+  }
+  p.epi = L.epi;
+  p.program = L.program;
+  p.m = int(L.m);
+  p.n = int(L.n);
+  p.k = int(L.k);
+  p.tiles_m = int((L.m + Kernel::kTileM - 1) / Kernel::kTileM);
+  p.tiles_n = int((L.n + Kernel::kTileN - 1) / Kernel::kTileN);
+  p.k_tiles = int((L.k + 63) / 64);
+  p.epi_buffers = Kernel::buffers_for(L.epi);
+  if (p.epi_buffers == 0) return Status::internal("gemm: the epilogue outputs do not fit the staging arena");
+  p.sched.ctiles_m = (p.tiles_m + Kernel::kClusterM - 1) / Kernel::kClusterM;
+  p.sched.ctiles_n = (p.tiles_n + Kernel::kClusterN - 1) / Kernel::kClusterN;
+  p.sched.swizzle = L.config.swizzle < 1 ? 1 : L.config.swizzle;
+  p.sched.raster_n = L.config.raster_n ? 1 : 0;
+
+  const int clusters = p.sched.total() < max_clusters ? p.sched.total() : max_clusters;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(Kernel::kClusterM * clusters, Kernel::kClusterN, 1);
+  cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = Kernel::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = Kernel::kClusterM;
+  attr.val.clusterDim.y = Kernel::kClusterN;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cuda_status(cudaLaunchKernelEx(&cfg, kernel, p), "launch");
+}
+
+}  // namespace coda::sm90
