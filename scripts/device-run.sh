@@ -37,7 +37,7 @@ for s in "${steps[@]}"; do
       ;;
     tests)
       log "GPU tests"
-      timeout 420 build/tests/coda_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|error|OK \]" | tail -n 60
+      timeout 300 build/tests/coda_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|error|OK \]" | tail -n 60
       log "tests rc=${PIPESTATUS[0]}"
       ;;
     sanitizer)
@@ -51,7 +51,7 @@ for s in "${steps[@]}"; do
       ;;
     bench)
       log "bench"
-      timeout 500 build/bin/coda bench --json "$OUT/bench.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
+      timeout 200 build/bin/coda bench --json "$OUT/bench.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
       log "bench rc=${PIPESTATUS[0]}"
       ;;
     *) bench_args+=("$s") ;;

@@ -18,12 +18,13 @@ const char* variant_name(KernelVariant v) {
   switch (v) {
     case KernelVariant::k128x256_c2x1: return "128x256x64 coop cluster2x1 stages4";
     case KernelVariant::k256x128_c1x2: return "256x128x64 coop cluster1x2 stages4";
+    case KernelVariant::k128x128_pp_c2x1: return "128x128x64 pingpong cluster2x1 stages6";
     default: return "?";
   }
 }
 
 int variant_tile_m(KernelVariant v) { return v == KernelVariant::k256x128_c1x2 ? 256 : 128; }
-int variant_tile_n(KernelVariant v) { return v == KernelVariant::k256x128_c1x2 ? 128 : 256; }
+int variant_tile_n(KernelVariant v) { return v == KernelVariant::k128x256_c2x1 ? 256 : 128; }
 
 std::string GemmConfig::describe() const {
   std::ostringstream s;

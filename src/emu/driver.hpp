@@ -43,6 +43,9 @@ class HostCtx {
     store_f32(outs[o], f.m, n, v);
     return load_f32(outs[o], f.m, n);
   }
+  epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
+    return {store(o, f, n, v0), store(o, f, n + 1, v1)};
+  }
   void row_store(int o, const epi::Frag& f, float v) const { store_f32(row_outs[o], f.m, 0, v); }
   void row_sum(int r, const epi::Frag& f, float v) { row_acc_[r][static_cast<size_t>(f.m - m0_)] += v; }
   void row_lse(int r, const epi::Frag& f, float v) { lse_acc_[r][static_cast<size_t>(f.m - m0_)].add(v); }

@@ -151,17 +151,17 @@ Status dispatch(const GemmProblem& prob, const LaunchArgs<Program>& L, cudaStrea
   using sm90::launch_variant;
   const int v = static_cast<int>(L.config.variant);
   const bool bf16 = prob.in == DType::kBF16;
-#define CODA_DISPATCH_FORM(E)                                                                     \
-  switch (prob.form) {                                                                            \
-    case GemmForm::kTN:                                                                           \
-      return v == 0 ? launch_variant<E, true, true, 0, Program>(L, s)                             \
-                    : launch_variant<E, true, true, 1, Program>(L, s);                            \
-    case GemmForm::kTT:                                                                           \
-      return v == 0 ? launch_variant<E, true, false, 0, Program>(L, s)                            \
-                    : launch_variant<E, true, false, 1, Program>(L, s);                           \
-    case GemmForm::kNT:                                                                           \
-      return v == 0 ? launch_variant<E, false, false, 0, Program>(L, s)                           \
-                    : launch_variant<E, false, false, 1, Program>(L, s);                          \
+#define CODA_DISPATCH_VARIANT(E, AK, BK)                                              \
+  switch (v) {                                                                        \
+    case 0: return launch_variant<E, AK, BK, 0, Program>(L, s);                       \
+    case 1: return launch_variant<E, AK, BK, 1, Program>(L, s);                       \
+    default: return launch_variant<E, AK, BK, 2, Program>(L, s);                      \
+  }
+#define CODA_DISPATCH_FORM(E)                                                         \
+  switch (prob.form) {                                                                \
+    case GemmForm::kTN: CODA_DISPATCH_VARIANT(E, true, true)                          \
+    case GemmForm::kTT: CODA_DISPATCH_VARIANT(E, true, false)                         \
+    case GemmForm::kNT: CODA_DISPATCH_VARIANT(E, false, false)                        \
   }
   if (bf16) {
     CODA_DISPATCH_FORM(cutlass::bfloat16_t)
@@ -169,6 +169,7 @@ Status dispatch(const GemmProblem& prob, const LaunchArgs<Program>& L, cudaStrea
     CODA_DISPATCH_FORM(cutlass::half_t)
   }
 #undef CODA_DISPATCH_FORM
+#undef CODA_DISPATCH_VARIANT
   return Status::internal("gemm: no kernel for " + prob.describe());
 }
 
@@ -349,6 +350,12 @@ GemmConfig select_config(const GemmProblem& prob, const LaunchArgs<Program>& L, 
 
 // ---- the GEMM entry ---------------------------------------------------------------------------------
 
+// Diagnostics for benchmarks only: CODA_DEBUG_EPILOGUE=1 skips the epilogue, =2 its program.
+int debug_flags() {
+  const char* v = std::getenv("CODA_DEBUG_EPILOGUE");
+  return v ? std::atoi(v) : 0;
+}
+
 Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* chosen, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const bool plain = !args.c.defined() && args.alpha == 1.0f && !args.alpha_ptr && !args.beta_ptr;
@@ -377,6 +384,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
                                  "(both K-major), dgrad (b N-major) and wgrad (a M-major, b N-major)");
 
   auto fill = [&](auto& L) -> Status {
+    L.debug = debug_flags();
     L.a = args.a.data();
     L.lda = lead_stride(args.a, ak);
     L.b = args.b.data();

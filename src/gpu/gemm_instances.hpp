@@ -9,8 +9,10 @@
 #define CODA_GEMM_KERNELS(X, E, AK, BK)                                                          \
   X(E, AK, BK, 0, ::coda::programs::Identity)                                                    \
   X(E, AK, BK, 1, ::coda::programs::Identity)                                                    \
+  X(E, AK, BK, 2, ::coda::programs::Identity)                                                    \
   X(E, AK, BK, 0, ::coda::programs::LinearCombination)                                           \
-  X(E, AK, BK, 1, ::coda::programs::LinearCombination)
+  X(E, AK, BK, 1, ::coda::programs::LinearCombination)                                           \
+  X(E, AK, BK, 2, ::coda::programs::LinearCombination)
 
 #define CODA_GEMM_INSTANTIATE(E, AK, BK, V, P) \
   template ::coda::Status launch_variant<E, AK, BK, V, P>(const LaunchArgs<P>&, cudaStream_t);

@@ -25,6 +25,7 @@ struct LaunchArgs {
   EpiParams epi;
   Program program;
   GemmConfig config;
+  int debug = 0;  // diagnostics only (see Sm90Gemm::Params::debug)
 };
 
 template <int V>
@@ -34,17 +35,26 @@ struct VariantTraits<0> {  // KernelVariant::k128x256_c2x1
   using Tile = Shape<_128, _256, _64>;
   using Cluster = Shape<_2, _1, _1>;
   static constexpr int kStages = 4;
+  static constexpr bool kPingpong = false;
 };
 template <>
 struct VariantTraits<1> {  // KernelVariant::k256x128_c1x2
   using Tile = Shape<_256, _128, _64>;
   using Cluster = Shape<_1, _2, _1>;
   static constexpr int kStages = 4;
+  static constexpr bool kPingpong = false;
+};
+template <>
+struct VariantTraits<2> {  // KernelVariant::k128x128_pp_c2x1
+  using Tile = Shape<_128, _128, _64>;
+  using Cluster = Shape<_2, _1, _1>;
+  static constexpr int kStages = 6;
+  static constexpr bool kPingpong = true;
 };
 
 template <class Element, bool AK, bool BK, int V, class Program>
 using KernelOf = Sm90Gemm<Element, AK, BK, typename VariantTraits<V>::Tile, typename VariantTraits<V>::Cluster,
-                          VariantTraits<V>::kStages, Program>;
+                          VariantTraits<V>::kStages, VariantTraits<V>::kPingpong, Program>;
 
 inline Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return {};
@@ -100,6 +110,11 @@ Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
   p.tiles_n = int((L.n + Kernel::kTileN - 1) / Kernel::kTileN);
   p.k_tiles = int((L.k + 63) / 64);
   p.epi_buffers = Kernel::buffers_for(L.epi);
+  p.out_dtype = L.epi.num_outs > 0 ? L.epi.outs[0].dtype : kDtBF16;
+  p.debug = L.debug;
+  for (int o = 0; o < L.epi.num_outs; ++o)
+    if (L.epi.outs[o].defined && L.epi.outs[o].dtype != p.out_dtype)
+      return Status::not_supported("gemm: the tile outputs of one fused operator must share a dtype");
   if (p.epi_buffers == 0) return Status::internal("gemm: the epilogue outputs do not fit the staging arena");
   p.sched.ctiles_m = (p.tiles_m + Kernel::kClusterM - 1) / Kernel::kClusterM;
   p.sched.ctiles_n = (p.tiles_n + Kernel::kClusterN - 1) / Kernel::kClusterN;

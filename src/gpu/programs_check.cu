@@ -23,6 +23,9 @@ struct CheckCtx {
     f[k + fr.m * 3 + n] = v;
     return v;
   }
+  __device__ epi::Stored2 store2(int k, const epi::Frag& fr, int64_t n, float v0, float v1) const {
+    return {store(k, fr, n, v0), store(k, fr, n + 1, v1)};
+  }
   __device__ void row_store(int k, const epi::Frag& fr, float v) const { f[k + fr.m * 5] = v; }
   __device__ void row_sum(int k, const epi::Frag& fr, float v) const { f[k + 7] += v; }
   __device__ void row_lse(int k, const epi::Frag& fr, float v) const {

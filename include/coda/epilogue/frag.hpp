@@ -19,6 +19,14 @@ struct Frag {
   int64_t m;
   int64_t n;
   bool ok[2];
+  // Backend scratch: the GPU driver's position of the pair inside its staging chunk (programs do
+  // not use these; the CPU emulator leaves them 0).
+  int lr = 0, lc = 0;
+};
+
+// The two values a pair store wrote, as a later read returns them (rounded to the dtype).
+struct Stored2 {
+  float v0, v1;
 };
 
 }  // namespace coda::epi

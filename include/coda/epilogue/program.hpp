@@ -17,6 +17,8 @@
 //   float   tile(int i, const Frag&, int64_t n)  tile operand i at (f.m, n), its own column space
 //   float   store(int o, const Frag&, int64_t n, float v)   output o at (f.m, n), rounded once;
 //                                                           returns the value as stored
+//   Stored2 store2(int o, const Frag&, int64_t n, float v0, float v1)  columns n, n+1 (n even,
+//                                                           both inside the output) in one store
 //   void    row_store(int o, const Frag&, float v)          per-row output o at f.m
 //   void    row_sum(int r, const Frag&, float v)            add to row partial r (current granule)
 //   void    row_lse(int r, const Frag&, float v)            feed row LSE partial r

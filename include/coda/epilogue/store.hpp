@@ -9,8 +9,11 @@ namespace coda::epi {
 
 template <class Ctx>
 CODA_HD void store_pair(const Frag& f, Ctx& ctx, int output, float v0, float v1) {
-  ctx.store(output, f, f.n, v0);
-  if (f.ok[1]) ctx.store(output, f, f.n + 1, v1);
+  if (f.ok[1]) {
+    ctx.store2(output, f, f.n, v0, v1);
+  } else {
+    ctx.store(output, f, f.n, v0);
+  }
 }
 
 template <class Ctx>
@@ -22,8 +25,13 @@ CODA_HD void store(const Frag& f, Ctx& ctx, int output) {
 // later primitives agree exactly with what a later kernel will read back.
 template <class Ctx>
 CODA_HD void store_rounded(Frag& f, Ctx& ctx, int output) {
-  f.v[0] = ctx.store(output, f, f.n, f.v[0]);
-  if (f.ok[1]) f.v[1] = ctx.store(output, f, f.n + 1, f.v[1]);
+  if (f.ok[1]) {
+    const Stored2 s = ctx.store2(output, f, f.n, f.v[0], f.v[1]);
+    f.v[0] = s.v0;
+    f.v[1] = s.v1;
+  } else {
+    f.v[0] = ctx.store(output, f, f.n, f.v[0]);
+  }
 }
 
 }  // namespace coda::epi

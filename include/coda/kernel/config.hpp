@@ -16,12 +16,14 @@ namespace coda {
 enum class GemmForm : int { kTN = 0, kTT = 1, kNT = 2 };
 const char* form_name(GemmForm f);
 
-// The compiled kernel variants (tile M x N x K, cluster, stages; all cooperative: two consumer
-// warpgroups share each tile, one producer warp issues TMA).
+// The compiled kernel variants (tile M x N x K, cluster, stages, consumer schedule; one producer
+// warp issues TMA). Cooperative: two consumer warpgroups share each tile. Pingpong: each owns
+// whole tiles and its epilogue overlaps the other's mainloop.
 enum class KernelVariant : int {
   k128x256_c2x1 = 0,  // 128x256x64, cluster 2x1 (B multicast), 4 stages
   k256x128_c1x2 = 1,  // 256x128x64, cluster 1x2 (A multicast), 4 stages
-  kCount = 2,
+  k128x128_pp_c2x1 = 2,  // 128x128x64 pingpong (each consumer warpgroup owns a tile), cluster 2x1, 6 stages
+  kCount = 3,
 };
 const char* variant_name(KernelVariant v);
 int variant_tile_m(KernelVariant v);

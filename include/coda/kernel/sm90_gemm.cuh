@@ -4,8 +4,9 @@
 // Roles (384 threads, one CTA per SM):
 //   warpgroup 0, warp 0   producer: TMA loads of A/B k-tiles into a Stages-deep smem ring
 //                         (CUTLASS's sm90 collective mainloop, multicast across the cluster)
-//   warpgroups 1, 2       consumers: wgmma into fp32 registers, each owning half of the tile's
-//                         rows ("cooperative"), then the epilogue for their rows
+//   warpgroups 1, 2       consumers: wgmma into fp32 registers, then the epilogue. Cooperative:
+//                         each owns half of every tile's rows. Pingpong: each owns whole tiles,
+//                         alternating, so one's epilogue runs during the other's mainloop.
 // Tile scheduler: persistent; cluster tiles are visited in bands of `swizzle` cluster rows (or
 // columns) so that concurrently running CTAs share A and B tiles in L2.
 //
@@ -23,6 +24,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/reg_reconfig.h>
@@ -97,7 +100,8 @@ CUTE_HOST_DEVICE void cluster_tile_coord(const TileSchedule& s, int t, int& cm, 
 
 // ---- the kernel ---------------------------------------------------------------------------------
 
-template <class Element, bool AKMajor, bool BKMajor, class TileShape_, class ClusterShape_, int Stages, class Program>
+template <class Element, bool AKMajor, bool BKMajor, class TileShape_, class ClusterShape_, int Stages, bool kPingpong,
+          class Program>
 struct Sm90Gemm {
   using TileShape = TileShape_;
   using ClusterShape = ClusterShape_;
@@ -115,7 +119,10 @@ struct Sm90Gemm {
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, 8, Element, LayoutB, 8, float, TileShape,
       ClusterShape, cutlass::gemm::collective::StageCount<Stages>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      cute::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                          cutlass::gemm::KernelTmaWarpSpecializedCooperative>>::CollectiveOp;
+  // Consumer threads per tile: cooperative = both warpgroups share a tile; pingpong = each owns one.
+  static constexpr int kMmaThreads = kPingpong ? 128 : 256;
   using TiledMma = typename Mainloop::TiledMma;
   using MainloopPipeline = typename Mainloop::MainloopPipeline;
   using PipelineState = typename Mainloop::PipelineState;
@@ -135,14 +142,20 @@ struct Sm90Gemm {
     int tiles_m, tiles_n;
     int k_tiles;
     int epi_buffers;  // smem buffers per warpgroup (1 or 2), chosen by the host from the outputs
+    int out_dtype;    // the storage dtype shared by every tile output
+    int debug;        // diagnostics (CODA_DEBUG_EPILOGUE): 1 = skip the epilogue, 2 = skip the program only
   };
 
-  // The context a program sees inside one epilogue chunk (see epilogue/program.hpp).
+  // The context a program sees inside one epilogue chunk (see epilogue/program.hpp). OutDt is the
+  // storage dtype of every tile output of the launch (fixed per tile, so the executed path has no
+  // dtype branches).
+  template <int OutDt>
   struct ChunkCtx {
+    static constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
     const Params& p;
     float scalars[kEpiSlots];  // resolved at kernel start (by value: stays in registers)
     uint8_t* buf;              // this chunk's staging buffer
-    int64_t m0, n0;            // global origin of the chunk
+    int m0, n0;                // global origin of the chunk (M, N < 2^31)
 
     CUTE_DEVICE float scalar(int i) const { return scalars[i]; }
     CUTE_DEVICE float row(int i, const epi::Frag& f) const {
@@ -158,41 +171,45 @@ struct Sm90Gemm {
       const EpiTile& t = p.epi.tiles[i];
       return load_as_float(t.ptr, f.m * t.ld + n, t.dtype);
     }
-    // Byte offset of element (r, c) of a chunk for an output of `es` bytes per element: boxes of
-    // 64 rows x 128 bytes, 128-byte swizzle (16-byte unit index XOR row % 8).
-    CUTE_DEVICE static int swizzled(int r, int c, int es) {
-      const int byte = c * es;
-      const int b = byte & 127;
-      return (byte >> 7) * (kChunkRows * 128) + r * 128 + ((((b >> 4) ^ r) & 7) << 4) + (b & 15);
+    // Address of element (r, c) of output o's chunk: boxes of 64 rows x 128 bytes, 128-byte
+    // swizzle (16-byte unit index XOR row % 8). Outputs are packed in slot order.
+    CUTE_DEVICE uint8_t* at(int o, int r, int c) const {
+      const int byte = c * kEs;
+      return buf + o * (kChunkRows * kChunkCols * kEs) + (byte >> 7) * (kChunkRows * 128) + r * 128 +
+             ((((byte >> 4) & 7) ^ (r & 7)) << 4) + (byte & 15);
     }
+    // Output columns are those of the accumulator (same width): column n is f.lc + (n - f.n).
     CUTE_DEVICE float store(int o, const epi::Frag& f, int64_t n, float v) const {
-      const EpiOutput& out = p.epi.outs[o];
-      uint8_t* base = buf + out_offset(o);
-      const int r = int(f.m - m0), c = int(n - n0);
-      switch (out.dtype) {
-        case kDtBF16: {
-          const uint16_t h = float_to_bf16_bits(v);
-          *reinterpret_cast<uint16_t*>(base + swizzled(r, c, 2)) = h;
-          return bf16_bits_to_float(h);
-        }
-        case kDtFP16: {
-          const uint16_t h = float_to_fp16_bits(v);
-          *reinterpret_cast<uint16_t*>(base + swizzled(r, c, 2)) = h;
-          return fp16_bits_to_float(h);
-        }
-        default:
-          *reinterpret_cast<float*>(base + swizzled(r, c, 4)) = v;
-          return v;
+      uint8_t* a = at(o, f.lr, f.lc + int(n - f.n));
+      if constexpr (OutDt == kDtBF16) {
+        const __nv_bfloat16 h = __float2bfloat16_rn(v);
+        *reinterpret_cast<__nv_bfloat16*>(a) = h;
+        return __bfloat162float(h);
+      } else if constexpr (OutDt == kDtFP16) {
+        const __half h = __float2half_rn(v);
+        *reinterpret_cast<__half*>(a) = h;
+        return __half2float(h);
+      } else {
+        *reinterpret_cast<float*>(a) = v;
+        return v;
       }
     }
-    // Staging offset of output o inside a chunk buffer (outputs are packed in slot order).
-    CUTE_DEVICE int out_offset(int o) const {
-      int off = 0;
-      for (int i = 0; i < o; ++i)
-        if (p.epi.outs[i].defined) off += chunk_bytes(p.epi.outs[i].dtype);
-      return off;
+    // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
+    CUTE_DEVICE epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
+      uint8_t* a = at(o, f.lr, f.lc + int(n - f.n));
+      if constexpr (OutDt == kDtBF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+        *reinterpret_cast<__nv_bfloat162*>(a) = h;
+        return {__low2float(h), __high2float(h)};
+      } else if constexpr (OutDt == kDtFP16) {
+        const __half2 h = __floats2half2_rn(v0, v1);
+        *reinterpret_cast<__half2*>(a) = h;
+        return {__low2float(h), __high2float(h)};
+      } else {
+        *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
+        return {v0, v1};
+      }
     }
-    CUTE_HOST_DEVICE static int chunk_bytes(int dtype) { return kChunkRows * kChunkCols * (dtype == kDtFP32 ? 4 : 2); }
     CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const;
     CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v);
     CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v);
@@ -200,21 +217,55 @@ struct Sm90Gemm {
     CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int64_t n, float v);
   };
 
-  // Bytes of one chunk over all outputs, and how many chunk buffers fit in a warpgroup's arena.
+  // Bytes of one chunk over all output slots: 64 x 64 elements of the launch's output dtype each.
   CUTE_HOST_DEVICE static int chunk_bytes_all(const EpiParams& e) {
-    int b = 0;
+    int es = 2;
     for (int o = 0; o < e.num_outs; ++o)
-      if (e.outs[o].defined) b += ChunkCtx::chunk_bytes(e.outs[o].dtype);
-    return b;
+      if (e.outs[o].defined && e.outs[o].dtype == kDtFP32) es = 4;
+    return e.num_outs * kChunkRows * kChunkCols * es;
   }
   CUTE_HOST_DEVICE static int buffers_for(const EpiParams& e) {
     const int b = chunk_bytes_all(e);
     return b == 0 ? 2 : (2 * b <= kEpiArenaBytes ? 2 : (b <= kEpiArenaBytes ? 1 : 0));
   }
 
-  template <class Accum>
-  CUTE_DEVICE static void epilogue(const Params& p, const Accum& accum, const float (&scalars)[kEpiSlots], uint8_t* arena,
-                                   int tile_m, int tile_n, int mma_thread_idx, int wg, int& chunk_count) {
+  // Visit one chunk: the program on every column pair (kChecked: skip pairs outside M x N).
+  // (r0, c0) is the thread's first accumulator coordinate in wgmma block (mi, ni); value (a, b, j)
+  // of the block sits at (r0 + 8 b, c0 + 8 j + a) (NOTES at the top of this file). Inside the
+  // 64 x 64 chunk that is row 16 warp + lane / 4 + 8 b and column 2 (lane % 4) + 8 jj, which the
+  // context uses for its shared-memory addresses (cheap, known bit ranges).
+  template <bool kChecked, int OutDt, class Accum>
+  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt>& ctx, const Accum& accum, int gm0,
+                                      int gn0, int r0, int c0, int mi, int ni, int cj) {
+    const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
+    const int lr = 16 * warp + (lane >> 2), lc = 2 * (lane & 3);
+    CUTE_UNROLL
+    for (int jj = 0; jj < 8; ++jj) {
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) {
+        const int m = gm0 + r0 + 8 * b, n = gn0 + c0 + 8 * (cj * 8 + jj);
+        epi::Frag f;
+        f.m = m;
+        f.n = n;
+        f.lr = lr + 8 * b;
+        f.lc = lc + 8 * jj;
+        f.ok[0] = true;
+        f.ok[1] = true;
+        if constexpr (kChecked) {
+          if (m >= p.m || n >= p.n) continue;
+          f.ok[1] = n + 1 < p.n;
+        }
+        f.v[0] = accum(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
+        f.v[1] = f.ok[1] ? accum(make_coord(make_coord(1, b, cj * 8 + jj), mi, ni)) : 0.0f;
+        p.program(f, ctx);
+      }
+    }
+  }
+
+  template <int OutDt, class Accum>
+  CUTE_DEVICE static void epilogue(const Params& p, const Accum& accum, const float (&scalars)[kEpiSlots],
+                                   uint8_t* arena, int tile_m, int tile_n, int mma_thread_idx, int wg,
+                                   int& chunk_count) {
     const int t = mma_thread_idx % 128;
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
     TiledMma tiled_mma;
@@ -224,7 +275,7 @@ struct Sm90Gemm {
     constexpr int kMmaM = decltype(size<1>(AccLayout{}))::value;
     constexpr int kMmaN = decltype(size<2>(AccLayout{}))::value;
     static_assert(kVN % (kChunkCols / 8) == 0, "the wgmma atom must hold whole epilogue chunks");
-    const int64_t gm0 = int64_t(tile_m) * kTileM, gn0 = int64_t(tile_n) * kTileN;
+    const int gm0 = tile_m * kTileM, gn0 = tile_n * kTileN;
     const int chunk_bytes = chunk_bytes_all(p.epi);
 
     CUTE_UNROLL
@@ -233,11 +284,11 @@ struct Sm90Gemm {
       for (int ni = 0; ni < kMmaN; ++ni) {
         CUTE_UNROLL
         for (int cj = 0; cj < kVN / 8; ++cj) {
-          const auto first = tCcD(make_coord(make_coord(0, 0, cj * 8), mi, ni));
-          const int64_t cm0 = gm0 + (get<0>(first) & ~(kChunkRows - 1));
-          const int64_t cn0 = gn0 + (get<1>(first) & ~(kChunkCols - 1));
-          const bool live = cm0 < p.m && cn0 < p.n;  // warpgroup-uniform
-          if (!live) continue;
+          const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, ni));
+          const int r0 = get<0>(base), c0 = get<1>(base);
+          const int cm0 = gm0 + (r0 & ~(kChunkRows - 1));
+          const int cn0 = gn0 + ((c0 + 64 * cj) & ~(kChunkCols - 1));
+          if (cm0 >= p.m || cn0 >= p.n) continue;  // warpgroup-uniform
           uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
           // 1. the buffer is free once the store that last used it has finished reading it
           if (t == 0) {
@@ -246,38 +297,28 @@ struct Sm90Gemm {
           }
           named_barrier_sync(1 + wg, 128);
           // 2. the program, once per column pair
-          ChunkCtx ctx{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf, cm0, cn0};
-          CUTE_UNROLL
-          for (int jj = 0; jj < 8; ++jj) {
-            CUTE_UNROLL
-            for (int b = 0; b < 2; ++b) {
-              const auto c0 = tCcD(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
-              epi::Frag f;
-              f.m = gm0 + get<0>(c0);
-              f.n = gn0 + get<1>(c0);
-              if (f.m >= p.m || f.n >= p.n) continue;
-              f.ok[0] = true;
-              f.ok[1] = f.n + 1 < p.n;
-              f.v[0] = accum(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
-              f.v[1] = f.ok[1] ? accum(make_coord(make_coord(1, b, cj * 8 + jj), mi, ni)) : 0.0f;
-              p.program(f, ctx);
-            }
+          const ChunkCtx<OutDt> ctx{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf, cm0, cn0};
+          if (p.debug & 2) {
+            // diagnostics: staging and stores without the program
+          } else if (cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n) {
+            visit_chunk<false>(p, ctx, accum, gm0, gn0, r0, c0, mi, ni, cj);
+          } else {
+            visit_chunk<true>(p, ctx, accum, gm0, gn0, r0, c0, mi, ni, cj);
           }
           // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
           fence_async_shared();
           named_barrier_sync(1 + wg, 128);
           if (t == 0) {
-            int off = 0;
+            constexpr int es = ChunkCtx<OutDt>::kEs;
             for (int o = 0; o < p.epi.num_outs; ++o) {
               const EpiOutput& out = p.epi.outs[o];
               if (!out.defined) continue;
-              const int es = out.dtype == kDtFP32 ? 4 : 2;
-              const int boxes = kChunkCols * es / 128;
-              for (int bx = 0; bx < boxes; ++bx) {
-                const uint32_t s = cute::cast_smem_ptr_to_uint(buf + off + bx * kChunkRows * 128);
-                tma_store_2d(&out.tma, s, int(cn0) + bx * (128 / es), int(cm0));
+              CUTE_UNROLL
+              for (int bx = 0; bx < kChunkCols * es / 128; ++bx) {
+                const uint32_t s =
+                    cute::cast_smem_ptr_to_uint(buf + o * (kChunkRows * kChunkCols * es) + bx * kChunkRows * 128);
+                tma_store_2d(&out.tma, s, cn0 + bx * (128 / es), cm0);
               }
-              off += ChunkCtx::chunk_bytes(out.dtype);
             }
             tma_store_commit();
           }
@@ -303,7 +344,7 @@ struct Sm90Gemm {
     if (warp_group == 0 && warp_in_group == 0) pp.role = MainloopPipeline::ThreadCategory::Producer;
     if (warp_group > 0) pp.role = MainloopPipeline::ThreadCategory::Consumer;
     pp.is_leader = (thread_idx % 128) == 0;
-    pp.num_consumers = 256;
+    pp.num_consumers = kMmaThreads;
     pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
     MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{});
 
@@ -349,28 +390,39 @@ struct Sm90Gemm {
     } else {
       cutlass::arch::warpgroup_reg_alloc<232>();
       const int wg = warp_group - 1;
-      const int mma_thread_idx = thread_idx - 128;
+      // Cooperative: both warpgroups run every tile (rows split). Pingpong: warpgroup w runs the
+      // CTA's tiles w, w + 2, ...; the smem ring is filled in tile order, so the two alternate
+      // and one's epilogue overlaps the other's mainloop.
+      const int mma_thread_idx = kPingpong ? thread_idx % 128 : thread_idx - 128;
+      const int first = kPingpong ? cluster_id + wg * num_clusters : cluster_id;
+      const int step = kPingpong ? 2 * num_clusters : num_clusters;
       float scalars[kEpiSlots];
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i)
         scalars[i] = p.epi.scalars[i].ptr ? *p.epi.scalars[i].ptr : p.epi.scalars[i].value;
       uint8_t* arena = shared.epi[wg];
       PipelineState state;
+      if (kPingpong && wg == 1) state.advance(p.k_tiles);
       TiledMma tiled_mma;
       int chunk_count = 0;
-      for (int t = cluster_id; t < p.sched.total(); t += num_clusters) {
+      for (int t = first; t < p.sched.total(); t += step) {
         int tm, tn;
         tile_of(t, tm, tn);
         auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
         if (p.k_tiles > 0) {
           collective.mma(pipeline, state, accum, p.k_tiles, mma_thread_idx, shared.mainloop.tensors, p.mainloop);
           collective.mma_tail(pipeline, state, p.k_tiles);
-          state.advance(p.k_tiles);
+          state.advance(kPingpong ? 2 * p.k_tiles : p.k_tiles);
         } else {
           clear(accum);
         }
-        if (tm < p.tiles_m && tn < p.tiles_n)
-          epilogue(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count);
+        if (tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1)) {
+          switch (p.out_dtype) {  // uniform: one compact path per tile
+            case kDtBF16: epilogue<kDtBF16>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
+            case kDtFP16: epilogue<kDtFP16>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
+            default: epilogue<kDtFP32>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
+          }
+        }
       }
       if (thread_idx % 128 == 0) tma_store_wait_read<0>();
     }
