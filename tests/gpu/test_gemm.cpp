@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -148,6 +149,7 @@ double rel_err_rows(const HostTensor& d, const std::vector<int64_t>& rows, const
 
 class GemmTest : public GpuTest {
  protected:
+  std::optional<GemmConfig> forced_;  // run_case uses this config instead of the heuristic
   void run_case(const Case& c) {
     SCOPED_TRACE(c.label());
     const uint64_t seed = fresh_seed();
@@ -165,7 +167,7 @@ class GemmTest : public GpuTest {
     args.a = on_device(o.a, o.a_store, da);
     args.b = on_device(o.b, o.b_store, db);
     args.d = dd.view;
-    const Status s = gemm(args);
+    const Status s = forced_ ? gemm_with_config(args, *forced_) : gemm(args);
     ASSERT_TRUE(s.ok()) << s.message();
     dev::check(cudaDeviceSynchronize(), "gemm");
     dev::cublas_gemm(handle_, args.a, args.b, d32d.view);
@@ -375,36 +377,55 @@ TEST_F(GemmTest, BadInputWritesNothing) {
     for (int64_t j = 0; j < 64; ++j) ASSERT_TRUE(std::isnan(d.get(i, j))) << "a rejected call wrote the output";
 }
 
-// ---- every config and raster on one awkward shape (what the autotuner may pick) --------------------
+// ---- every config and raster, every form, on awkward shapes (what the autotuner may pick) ----------
 
 TEST_F(GemmTest, EveryConfigIsCorrect) {
   std::mt19937_64 g(fresh_seed());
-  Case c{700, 1000, 136};
-  Operands o = make_operands(g, c);
-  DeviceTensor da = dev::upload(o.a_store), db = dev::upload(o.b_store);
-  HostTensor d = HostTensor::matrix(DType::kBF16, c.m, c.n), r = HostTensor::matrix(DType::kFP32, c.m, c.n);
-  DeviceTensor dr = dev::poisoned_like(r);
-  GemmArgs args{on_device(o.a, o.a_store, da), on_device(o.b, o.b_store, db), {}, {}};
-  dev::cublas_gemm(handle_, args.a, args.b, dr.view);
-  dev::download(dr, r);
-  for (int v = 0; v < int(KernelVariant::kCount); ++v)
-    for (int sw : {1, 3, 16})
-      for (bool rn : {false, true}) {
-        const GemmConfig cfg{KernelVariant(v), sw, rn};
-        SCOPED_TRACE(cfg.describe());
-        DeviceTensor dd = dev::poisoned_like(d);
-        args.d = dd.view;
-        ASSERT_TRUE(gemm_with_config(args, cfg).ok());
-        dev::download(dd, d);
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < c.m; ++i)
-          for (int64_t j = 0; j < c.n; ++j) {
-            const double x = d.get(i, j), y = r.get(i, j);
-            num += (x - y) * (x - y);
-            den += y * y;
-          }
-        EXPECT_LT(std::sqrt(num / den), 1.0 / 128);
-      }
+  for (Form form : {Form::kForward, Form::kDgrad, Form::kWgrad}) {
+    // 700 x 1000: tile counts that leave partial tiles, odd per-CTA tile counts and cluster padding.
+    Case c{700, 1000, 136, form};
+    SCOPED_TRACE(c.label());
+    Operands o = make_operands(g, c);
+    DeviceTensor da = dev::upload(o.a_store), db = dev::upload(o.b_store);
+    HostTensor d = HostTensor::matrix(DType::kBF16, c.m, c.n), r = HostTensor::matrix(DType::kFP32, c.m, c.n);
+    DeviceTensor dr = dev::poisoned_like(r);
+    GemmArgs args{on_device(o.a, o.a_store, da), on_device(o.b, o.b_store, db), {}, {}};
+    dev::cublas_gemm(handle_, args.a, args.b, dr.view);
+    dev::download(dr, r);
+    for (int v = 0; v < int(KernelVariant::kCount); ++v)
+      for (int sw : {1, 3, 16})
+        for (bool rn : {false, true}) {
+          const GemmConfig cfg{KernelVariant(v), sw, rn};
+          SCOPED_TRACE(cfg.describe());
+          DeviceTensor dd = dev::poisoned_like(d);
+          args.d = dd.view;
+          ASSERT_TRUE(gemm_with_config(args, cfg).ok());
+          dev::download(dd, d);
+          double num = 0, den = 0;
+          int64_t nan = 0;
+          for (int64_t i = 0; i < c.m; ++i)
+            for (int64_t j = 0; j < c.n; ++j) {
+              const double x = d.get(i, j), y = r.get(i, j);
+              nan += std::isnan(x);
+              num += (x - y) * (x - y);
+              den += y * y;
+            }
+          EXPECT_EQ(nan, 0) << "unwritten elements";
+          EXPECT_LT(std::sqrt(num / den), 1.0 / 128);
+        }
+  }
+}
+
+// ---- every variant on a LLaMA shape with more k-tiles than pipeline stages ----------------------
+
+TEST_F(GemmTest, EveryVariantLargeK) {
+  for (int v = 0; v < int(KernelVariant::kCount); ++v) {
+    SCOPED_TRACE(variant_name(KernelVariant(v)));
+    forced_ = GemmConfig{KernelVariant(v), 8, false};
+    run_case({2048, 2048, 2048, Form::kForward, DType::kBF16, DType::kBF16, 8});
+    run_case({1000, 1000, 1000, Form::kDgrad, DType::kBF16, DType::kBF16, 8});
+  }
+  forced_.reset();
 }
 
 // ---- a small subset for compute-sanitizer (scripts/device-run.sh runs it under memcheck/racecheck) -

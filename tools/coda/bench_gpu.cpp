@@ -198,6 +198,13 @@ int run_gpu_bench(const Options& opt) {
       for (int sw : {1, 2, 4, 8, 16})
         for (bool rn : {false, true}) {
           const GemmConfig cand{KernelVariant(v), sw, rn};
+          const Status cs = gemm_with_config(args, cand);
+          const cudaError_t ce = cudaDeviceSynchronize();
+          if (!cs.ok() || ce != cudaSuccess) {
+            std::fprintf(stderr, "coda bench: %s with %s failed: %s\n", c.name.c_str(), cand.describe().c_str(),
+                         cs.ok() ? cudaGetErrorString(ce) : cs.message().c_str());
+            return 2;
+          }
           const double t = timer.median_us([&] { gemm_with_config(args, cand); }, 3, 1);
           if (t < tuned_us) {
             tuned_us = t;

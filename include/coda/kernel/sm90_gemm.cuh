@@ -127,9 +127,24 @@ struct Sm90Gemm {
   using MainloopPipeline = typename Mainloop::MainloopPipeline;
   using PipelineState = typename Mainloop::PipelineState;
 
+  // Pingpong: the math and epilogue phases of the two consumer warpgroups take turns
+  // (mma 0 | mma 1 + epilogue 0 | mma 2 + epilogue 1 ...).
+  // NOTES: this also keeps a warpgroup from waiting on a ring stage more than one lap ahead of the
+  // other: an mbarrier wait only sees the phase parity, so a wait one tile (> Stages k-tiles)
+  // early would be satisfied by an older fill of the same stage.
+  struct NoOrder {  // cooperative: both warpgroups run every tile together
+    struct SharedStorage {};
+    using Params = typename cutlass::OrderedSequenceBarrier<2, 2>::Params;
+    CUTE_DEVICE NoOrder(SharedStorage&, const Params&) {}
+    CUTE_DEVICE void wait() {}
+    CUTE_DEVICE void arrive() {}
+  };
+  using OrderBarrier = cute::conditional_t<kPingpong, cutlass::OrderedSequenceBarrier<2, 2>, NoOrder>;
+
   struct SharedStorage {
     alignas(1024) uint8_t epi[2][kEpiArenaBytes];
     typename Mainloop::SharedStorage mainloop;
+    typename OrderBarrier::SharedStorage order;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + slack to align the base
 
@@ -347,6 +362,10 @@ struct Sm90Gemm {
     pp.num_consumers = kMmaThreads;
     pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
     MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{});
+    typename OrderBarrier::Params op;
+    op.group_id = warp_group >= 1 ? uint32_t(warp_group - 1) : 0u;
+    op.group_size = 128;
+    OrderBarrier order(shared.order, op);
 
     if constexpr (size(ClusterShape{}) > 1) {
       cute::cluster_arrive_relaxed();
@@ -409,13 +428,19 @@ struct Sm90Gemm {
         int tm, tn;
         tile_of(t, tm, tn);
         auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
+        // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a
+        // control-flow merge (ptxas would copy them and spill).
+        order.wait();
         if (p.k_tiles > 0) {
           collective.mma(pipeline, state, accum, p.k_tiles, mma_thread_idx, shared.mainloop.tensors, p.mainloop);
+          order.arrive();
           collective.mma_tail(pipeline, state, p.k_tiles);
           state.advance(kPingpong ? 2 * p.k_tiles : p.k_tiles);
         } else {
+          order.arrive();
           clear(accum);
         }
+        order.wait();
         if (tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1)) {
           switch (p.out_dtype) {  // uniform: one compact path per tile
             case kDtBF16: epilogue<kDtBF16>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
@@ -423,6 +448,7 @@ struct Sm90Gemm {
             default: epilogue<kDtFP32>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
           }
         }
+        order.arrive();
       }
       if (thread_idx % 128 == 0) tma_store_wait_read<0>();
     }
