@@ -2,7 +2,7 @@
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
 #   scripts/device-run.sh [build] [smoke] [tests] [sanitizer] [bench] [bench-args...]
-# Default: smoke tests bench. Binaries come from build/ (carry them, or run `build` here with
+# Default: smoke tests sanitizer bench. Binaries come from build/ (carry them, or run `build` here with
 # CODA_CUTLASS_DIR pointing at the CUTLASS headers).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -11,7 +11,7 @@ OUT=${OUT:-$root/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(smoke tests bench)
+[ ${#steps[@]} -eq 0 ] && steps=(smoke tests sanitizer bench)
 bench_args=()
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
@@ -43,7 +43,7 @@ for s in "${steps[@]}"; do
     sanitizer)
       for tool in memcheck racecheck; do
         log "compute-sanitizer $tool"
-        timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/coda_gpu_tests \
+        timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 build/tests/coda_gpu_tests \
           --gtest_filter='*SanitizerSubset*' >"$OUT/sanitizer_$tool.log" 2>&1
         log "$tool rc=$?"
         tail -n 5 "$OUT/sanitizer_$tool.log"

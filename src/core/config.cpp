@@ -39,11 +39,32 @@ std::string GemmProblem::describe() const {
   return s.str();
 }
 
+namespace {
+int64_t tiles_of(const GemmProblem& p, KernelVariant v) {
+  return ((p.m + variant_tile_m(v) - 1) / variant_tile_m(v)) * ((p.n + variant_tile_n(v) - 1) / variant_tile_n(v));
+}
+// Fraction of the last wave's slots that hold a tile (1 = no quantization loss).
+double wave_efficiency(int64_t tiles, int sms) {
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return waves == 0 ? 1.0 : static_cast<double>(tiles) / static_cast<double>(waves * sms);
+}
+}  // namespace
+
 GemmConfig choose_config(const GemmProblem& p) {
+  // Measured on an H200 (bench/results/h200): the cooperative 128x256 tile is best for wide
+  // outputs (N >= 16384) and long reductions; the 128x128 pingpong kernel, whose epilogue overlaps
+  // the other warpgroup's mainloop, is best for K <= 4096, and wherever its smaller tiles fill the
+  // last wave clearly better (e.g. weight gradients with small M x N).
+  const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
+  const int sms = p.sm_count > 0 ? p.sm_count : 132;
   GemmConfig c;
-  // 128x256 with a 2x1 cluster is the best stock configuration on most LLaMA shapes (baselines);
-  // when N is much smaller than M, 256x128 (multicasting A along N) keeps more tiles per wave.
-  c.variant = (p.n <= 1024 && p.m >= 4 * p.n) ? KernelVariant::k256x128_c1x2 : KernelVariant::k128x256_c2x1;
+  if (p.n >= 16384) {
+    c.variant = coop;
+  } else if (p.k <= 4096) {
+    c.variant = pp;
+  } else {
+    c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
+  }
   const int64_t tiles_m = (p.m + variant_tile_m(c.variant) - 1) / variant_tile_m(c.variant);
   const int64_t tiles_n = (p.n + variant_tile_n(c.variant) - 1) / variant_tile_n(c.variant);
   // Bands across the longer dimension: consecutive tiles reuse the shorter operand from L2.

@@ -144,6 +144,15 @@ Status bind_output(EpiParams& epi, int slot, const TensorView& t, const char* op
 
 int dtype_code(DType d) { return static_cast<int>(d); }
 
+int sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  return n;
+}
+
 // ---- dispatch over the compiled kernels -----------------------------------------------------------
 
 template <class Program>
@@ -375,6 +384,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
   prob.in = args.a.dtype();
   prob.out = args.d.dtype();
   prob.op = op;
+  prob.sm_count = sm_count();
   if (ak && bk) prob.form = GemmForm::kTN;
   else if (ak && !bk) prob.form = GemmForm::kTT;
   else if (!ak && !bk) prob.form = GemmForm::kNT;

@@ -10,9 +10,7 @@
 #include "coda/coda.h"
 #include "coda/ref/block_check.hpp"
 
-#ifndef CODA_GIT_COMMIT
-#define CODA_GIT_COMMIT "unknown"
-#endif
+#include "coda_commit.h"  // generated at build time (cmake/commit.cmake)
 
 namespace coda::cli {
 

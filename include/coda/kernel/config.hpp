@@ -43,6 +43,7 @@ struct GemmProblem {
   DType in = DType::kBF16;
   DType out = DType::kBF16;
   std::string op = "gemm";  // operator name (configs are cached per operator)
+  int sm_count = 132;       // multiprocessors of the device (the heuristic balances waves)
   std::string describe() const;
 };
 

@@ -1,0 +1,20 @@
+# Writes ${OUT} with the current git commit (+ "-dirty" for uncommitted changes), at build time,
+# rewriting it only when it changes. Used for the "commit" field of benchmark results.
+execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SRC}
+                OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR commit STREQUAL "")
+  set(commit "unknown")
+else()
+  execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY ${SRC}
+                  OUTPUT_VARIABLE dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT dirty STREQUAL "")
+    set(commit "${commit}-dirty")
+  endif()
+endif()
+set(text "#define CODA_GIT_COMMIT \"${commit}\"\n")
+if(EXISTS ${OUT})
+  file(READ ${OUT} old)
+endif()
+if(NOT "${old}" STREQUAL "${text}")
+  file(WRITE ${OUT} "${text}")
+endif()
