@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -426,6 +428,55 @@ TEST_F(GemmTest, EveryVariantLargeK) {
     run_case({1000, 1000, 1000, Form::kDgrad, DType::kBF16, DType::kBF16, 8});
   }
   forced_.reset();
+}
+
+// ---- the opt-in autotuner: measures once, caches the choice on disk, reuses it -------------------
+
+TEST_F(GemmTest, AutotuneCachesItsChoice) {
+  const std::string path = "/tmp/coda-autotune-test-" + std::to_string(fresh_seed()) + ".tsv";
+  setenv("CODA_AUTOTUNE_CACHE", path.c_str(), 1);
+  setenv("CODA_AUTOTUNE", "1", 1);
+  std::mt19937_64 g(fresh_seed());
+  Case c{2048, 1536, 1024};
+  Operands o = make_operands(g, c);
+  DeviceTensor da = dev::upload(o.a_store), db = dev::upload(o.b_store);
+  HostTensor d = HostTensor::matrix(DType::kBF16, c.m, c.n), r = HostTensor::matrix(DType::kFP32, c.m, c.n);
+  DeviceTensor dd = dev::poisoned_like(d), dr = dev::poisoned_like(r);
+  GemmArgs args{on_device(o.a, o.a_store, da), on_device(o.b, o.b_store, db), {}, dd.view};
+  const Status s = gemm(args);  // first call: measures the candidates, writes the cache
+  unsetenv("CODA_AUTOTUNE");
+  ASSERT_TRUE(s.ok()) << s.message();
+  dev::cublas_gemm(handle_, args.a, args.b, dr.view);
+  dev::download(dd, d);
+  dev::download(dr, r);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) {
+      num += (d.get(i, j) - r.get(i, j)) * (d.get(i, j) - r.get(i, j));
+      den += double(r.get(i, j)) * r.get(i, j);
+    }
+  EXPECT_LT(std::sqrt(num / den), 1.0 / 128) << "the result after autotuning";
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1u) << "one cache entry per (GPU, operation, shape, dtypes)";
+  EXPECT_NE(lines[0].find(dev::device_name()), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\tgemm\t0\t2048\t1536\t1024\tbf16\tbf16\t"), std::string::npos) << lines[0];
+  // Second call: the cached choice, no new measurement or entry.
+  setenv("CODA_AUTOTUNE", "1", 1);
+  GemmConfig cached;
+  ASSERT_TRUE(gemm_config(args, &cached).ok());
+  ASSERT_TRUE(gemm(args).ok());
+  unsetenv("CODA_AUTOTUNE");
+  std::ifstream f2(path);
+  int count = 0;
+  for (std::string line; std::getline(f2, line);) ++count;
+  EXPECT_EQ(count, 1);
+  GemmConfig heuristic;
+  ASSERT_TRUE(gemm_config(args, &heuristic).ok());
+  std::printf("autotune chose: %s (heuristic: %s)\n", cached.describe().c_str(), heuristic.describe().c_str());
+  std::remove(path.c_str());
+  unsetenv("CODA_AUTOTUNE_CACHE");
 }
 
 // ---- a small subset for compute-sanitizer (scripts/device-run.sh runs it under memcheck/racecheck) -
