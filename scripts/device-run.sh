@@ -2,8 +2,9 @@
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
 #   scripts/device-run.sh [build] [smoke] [tests] [sanitizer] [bench] [bench-args...]
-# Default: smoke tests sanitizer bench. Binaries come from build/ (carry them, or run `build` here with
-# CODA_CUTLASS_DIR pointing at the CUTLASS headers).
+# Default: smoke tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
+# Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
+# CUTLASS headers).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -37,7 +38,7 @@ for s in "${steps[@]}"; do
       ;;
     tests)
       log "GPU tests"
-      timeout 300 build/tests/coda_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|error|OK \]" | tail -n 60
+      timeout 540 build/tests/coda_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|error|OK \]" | tail -n 60
       log "tests rc=${PIPESTATUS[0]}"
       ;;
     sanitizer)
@@ -51,7 +52,7 @@ for s in "${steps[@]}"; do
       ;;
     bench)
       log "bench"
-      timeout 200 build/bin/coda bench --json "$OUT/bench.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
+      timeout 570 build/bin/coda bench --json "$OUT/bench.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
       log "bench rc=${PIPESTATUS[0]}"
       ;;
     *) bench_args+=("$s") ;;

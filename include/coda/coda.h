@@ -91,6 +91,100 @@ coda_status_t coda_gemm_ex(const coda_tensor_t* a, const coda_tensor_t* b, const
                            const coda_tensor_t* d, float alpha, float beta, const float* alpha_ptr,
                            const float* beta_ptr, coda_stream_t stream);
 
+/* ---- forward fused operators (sm_90a; docs/ops.md) ---------------------------------------------
+ * GEMM operands in the forward form: a [M, K] and b [N, K], both row-major, bf16 or fp16. Tile
+ * outputs are row-major with 16-byte-aligned rows and base, and share one dtype per call. Partial
+ * tensors are dense fp32 [M, ceil(N / CODA_PARTIAL_COLS)]. Optional arguments may be NULL.
+ * Functions named *_rmsnorm_* require rstd; the others take it as optional (then identical).
+ */
+typedef struct coda_heads {
+  int64_t heads_q;  /* query heads */
+  int64_t heads_kv; /* key/value heads */
+  int64_t head_dim; /* even */
+} coda_heads_t;
+
+typedef enum coda_reduction { CODA_REDUCTION_MEAN = 0, CODA_REDUCTION_SUM = 1 } coda_reduction_t;
+
+/* x = alpha a b^T (+ residual), h = x * norm_weight, partials[m, t] = sum over granule t of x^2.
+ * residual may be x_out itself (in place); it is read through TMA and must be bf16 or fp16. */
+coda_status_t coda_gemm_residual_rmsnorm_partial(const coda_tensor_t* a, const coda_tensor_t* b,
+                                                 const coda_tensor_t* residual,
+                                                 const coda_tensor_t* norm_weight,
+                                                 const coda_tensor_t* x_out, const coda_tensor_t* h_out,
+                                                 const coda_tensor_t* partials, float alpha,
+                                                 coda_stream_t stream);
+/* rstd[m] = 1 / sqrt(sum_t partials[m, t] / dim + eps) */
+coda_status_t coda_rms_finish(const coda_tensor_t* partials, const coda_tensor_t* rstd_out, int64_t dim,
+                              float eps, coda_stream_t stream);
+/* z = (rstd *) a b^T with b the interleaved gate/up weight [2F, K]; o[:, i] = silu(z[:, 2i]) z[:, 2i+1].
+ * z_out [M, 2F] is optional (saved for backward), o_out is [M, F]. */
+coda_status_t coda_gemm_swiglu(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                               const coda_tensor_t* z_out, const coda_tensor_t* o_out, coda_stream_t stream);
+coda_status_t coda_gemm_rmsnorm_swiglu(const coda_tensor_t* a, const coda_tensor_t* b,
+                                       const coda_tensor_t* rstd, const coda_tensor_t* z_out,
+                                       const coda_tensor_t* o_out, coda_stream_t stream);
+/* out = RoPE((rstd *) a b^T): q and k heads rotated on interleaved pairs by pos[m] * freqs[i]
+ * (turns), v columns unrotated. positions: int32 [M] >= 0 (a negative one yields NaN in its row). */
+coda_status_t coda_gemm_rope(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                             const coda_tensor_t* positions, const coda_tensor_t* freqs, coda_heads_t heads,
+                             const coda_tensor_t* out, coda_stream_t stream);
+coda_status_t coda_gemm_rmsnorm_rope(const coda_tensor_t* a, const coda_tensor_t* b,
+                                     const coda_tensor_t* rstd, const coda_tensor_t* positions,
+                                     const coda_tensor_t* freqs, coda_heads_t heads, const coda_tensor_t* out,
+                                     coda_stream_t stream);
+/* Per-pair RoPE frequencies in turns per position (host): head_dim / 2 floats into out.
+ * scaling_factor <= 0 disables the Llama-3.1 scaling (low/high_freq_factor, original_max_position). */
+coda_status_t coda_rope_frequencies(float* out, int64_t head_dim, double base, double scaling_factor,
+                                    double low_freq_factor, double high_freq_factor,
+                                    double original_max_position);
+/* qkv = (rstd *) a b^T stored; sumsq_out[m, head * segments + s]: per-head sums of squares of q, k. */
+coda_status_t coda_gemm_qkv_sqsum(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                  coda_heads_t heads, const coda_tensor_t* qkv_out,
+                                  const coda_tensor_t* sumsq_out, coda_stream_t stream);
+/* Per-head RMSNorm (gamma_q / gamma_k) and RoPE of q and k, v copied; out may be qkv (in place). */
+coda_status_t coda_qknorm_rope(const coda_tensor_t* qkv, const coda_tensor_t* sumsq,
+                               const coda_tensor_t* gamma_q, const coda_tensor_t* gamma_k,
+                               const coda_tensor_t* positions, const coda_tensor_t* freqs, coda_heads_t heads,
+                               float eps, const coda_tensor_t* out, coda_stream_t stream);
+/* LM head: logits = (rstd *) a b^T; lse_partials [M, ceil(V / CODA_PARTIAL_COLS)], target_logit_out
+ * [M] (0 for ignored rows, NaN for a target outside [0, V)); logits_out [M, V] only when given. */
+coda_status_t coda_gemm_lse(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                            const coda_tensor_t* targets, int32_t ignore_index,
+                            const coda_tensor_t* logits_out, const coda_tensor_t* lse_partials,
+                            const coda_tensor_t* target_logit_out, coda_stream_t stream);
+coda_status_t coda_gemm_rmsnorm_lse(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                    const coda_tensor_t* targets, int32_t ignore_index,
+                                    const coda_tensor_t* logits_out, const coda_tensor_t* lse_partials,
+                                    const coda_tensor_t* target_logit_out, coda_stream_t stream);
+/* lse[m] = log sum_t exp(partials[m, t]) */
+coda_status_t coda_lse_finish(const coda_tensor_t* partials, const coda_tensor_t* lse_out,
+                              coda_stream_t stream);
+/* loss_out[0] = mean (or sum) over non-ignored rows of lse - target_logit; row_loss_out optional.
+ * With logits and dlogits_out (may be the same tensor: in place), dlogits = (softmax - onehot) *
+ * dloss (/ count for the mean). All rows ignored: loss 0 and zero gradients. */
+coda_status_t coda_cross_entropy(const coda_tensor_t* lse, const coda_tensor_t* target_logit,
+                                 const coda_tensor_t* targets, int32_t ignore_index,
+                                 coda_reduction_t reduction, const coda_tensor_t* loss_out,
+                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* logits,
+                                 const coda_tensor_t* dlogits_out, float dloss, coda_stream_t stream);
+/* Logits-free LM-head loss forward: no M x V tensor is written. workspace: device memory of at
+ * least coda_lm_head_loss_workspace_bytes(M, V) bytes. rstd, row_loss_out, lse_out optional. */
+size_t coda_lm_head_loss_workspace_bytes(int64_t m, int64_t v);
+coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                const coda_tensor_t* targets, int32_t ignore_index,
+                                coda_reduction_t reduction, const coda_tensor_t* loss_out,
+                                const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
+                                void* workspace, size_t workspace_bytes, coda_stream_t stream);
+
+/* ---- weight-layout helpers (device tensors) --------------------------------------------------------
+ * out [2F, K] = rows gate[0], up[0], gate[1], up[1], ... (the layout coda_gemm_swiglu expects). */
+coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up,
+                                      const coda_tensor_t* out, coda_stream_t stream);
+/* A fused [N3, K] q/k/v weight with Hugging Face rotate-half q/k rows (pairs (i, i + head_dim/2))
+ * -> interleaved pairs (2i, 2i + 1), the layout coda_gemm_rope expects; v rows copied. */
+coda_status_t coda_permute_rotate_half_to_interleaved(const coda_tensor_t* w, coda_heads_t heads,
+                                                      const coda_tensor_t* out, coda_stream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

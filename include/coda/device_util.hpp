@@ -78,6 +78,27 @@ class LtGemm {
 
 std::string device_name(int device = 0);
 
+// Device copies of host views for running GPU operators on host data (tests, `coda check`):
+// map() allocates a device block per distinct host extent (views of the same memory share it, so
+// in-place arguments stay in place), copies host -> device, and returns the view re-pointed;
+// copy_back() synchronizes and copies every block device -> host.
+class Mirror {
+ public:
+  Mirror() = default;
+  ~Mirror();
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+  TensorView map(const TensorView& host);
+  void copy_back();
+
+ private:
+  struct Block {
+    void* dev = nullptr;
+    uintptr_t bytes = 0;
+  };
+  std::vector<std::pair<uintptr_t, Block>> blocks_;
+};
+
 // Fill a row-major bf16/fp16/fp32 tensor in device memory with scale * uniform[-1, 1) values from a
 // counter-based hash of (seed, index) (src/gpu/fill.cu).
 void fill_uniform(const TensorView& t, uint64_t seed, float scale = 1.0f, cudaStream_t stream = nullptr);

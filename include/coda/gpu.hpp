@@ -20,4 +20,71 @@ Status gemm_config(const GemmArgs& args, GemmConfig* config);
 // Run gemm() with an explicit config (benchmarks and tests).
 Status gemm_with_config(const GemmArgs& args, const GemmConfig& config, cudaStream_t stream = nullptr);
 
+// ---- forward fused operators (docs/ops.md) ---------------------------------------------------------
+// GEMM operands in the forward form: a [M, K] and b [N, K], both row-major (K-major); bf16 or fp16.
+// The tile outputs of one operator share a dtype. Partials use CODA_PARTIAL_COLS-column granules.
+
+// x = alpha A W^T (+ residual), h = x * norm_weight, partials[m, t] = sum of x^2 over granule t.
+Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cudaStream_t stream = nullptr);
+// rstd[m] = 1 / sqrt(sum_t partials[m, t] / dim + eps)
+Status rms_finish(const RmsFinishArgs& args, cudaStream_t stream = nullptr);
+// z = (rstd *) A Wgu^T (interleaved gate/up), o = silu(z[2i]) z[2i+1]. gemm_swiglu takes rstd as
+// optional; gemm_rmsnorm_swiglu requires it.
+Status gemm_swiglu(const SwigluArgs& args, cudaStream_t stream = nullptr);
+Status gemm_rmsnorm_swiglu(const SwigluArgs& args, cudaStream_t stream = nullptr);
+// qkv = RoPE((rstd *) A Wqkv^T) on the q and k heads (interleaved pairs), V unrotated.
+Status gemm_rope(const RopeArgs& args, cudaStream_t stream = nullptr);
+Status gemm_rmsnorm_rope(const RopeArgs& args, cudaStream_t stream = nullptr);
+// qkv = (rstd *) A Wqkv^T stored, per-head sums of squares of q and k; then qknorm_rope.
+Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream = nullptr);
+Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream = nullptr);
+// LM head: per-granule LSE partials and the target logit (+ logits when asked); then lse_finish
+// and cross_entropy (loss, and dlogits in place of the logits for training).
+Status gemm_lse(const LmHeadLseArgs& args, cudaStream_t stream = nullptr);
+Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, cudaStream_t stream = nullptr);
+Status lse_finish(const LseFinishArgs& args, cudaStream_t stream = nullptr);
+Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream = nullptr);
+
+// The logits-free LM-head loss forward: gemm_(rmsnorm_)lse without logits, lse_finish and
+// cross_entropy in one call. No M x V tensor is written; the workspace holds the partials, lse and
+// target logits (lm_head_loss_workspace_bytes).
+struct LmHeadLossArgs {
+  TensorView a;        // [M, K]
+  TensorView b;        // [V, K]
+  TensorView rstd;     // optional [M] fp32
+  TensorView targets;  // [M] int32
+  int32_t ignore_index = CODA_IGNORE_INDEX;
+  Reduction reduction = Reduction::kMean;
+  TensorView loss_out;      // [1] fp32
+  TensorView row_loss_out;  // optional [M] fp32
+  TensorView lse_out;       // optional [M] fp32 (saved for a backward pass)
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v);
+Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
+
+// ---- weight-layout helpers (device tensors, docs/ops.md) -------------------------------------------
+// out[2i] = gate[i], out[2i + 1] = up[i]: the interleaved gate/up weight gemm_swiglu expects.
+Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out,
+                          cudaStream_t stream = nullptr);
+// Hugging Face rotate-half q/k rows (pair (i, i + hd/2) of each head) -> interleaved pairs (2i, 2i + 1),
+// for a fused [N3, K] q/k/v weight; v rows are copied unchanged.
+Status permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out,
+                                          cudaStream_t stream = nullptr);
+
+// ---- the unfused path: straightforward elementwise kernels (cross-check and baseline) -------------
+namespace unfused {
+// out = a + b
+Status add(const TensorView& a, const TensorView& b, const TensorView& out, cudaStream_t stream = nullptr);
+// out = x * rsqrt(mean(x^2) + eps) * w; rstd_out (optional [M] fp32) receives the rstd.
+Status rmsnorm(const TensorView& x, const TensorView& w, float eps, const TensorView& out,
+               const TensorView& rstd_out, cudaStream_t stream = nullptr);
+// o[:, i] = silu(z[:, 2i]) * z[:, 2i + 1]
+Status swiglu(const TensorView& z, const TensorView& o, cudaStream_t stream = nullptr);
+// RoPE of the q and k heads of qkv (interleaved pairs), in place.
+Status rope(const TensorView& qkv, const TensorView& positions, const TensorView& freqs, const HeadDims& heads,
+            cudaStream_t stream = nullptr);
+}  // namespace unfused
+
 }  // namespace coda

@@ -154,4 +154,39 @@ std::string device_name(int device) {
   return p.name;
 }
 
+Mirror::~Mirror() {
+  for (auto& [lo, b] : blocks_) cudaFree(b.dev);
+}
+
+TensorView Mirror::map(const TensorView& h) {
+  if (!h.defined()) return h;
+  const auto [lo, hi] = h.byte_extent();
+  Block* found = nullptr;
+  for (auto& [l, b] : blocks_)
+    if (lo >= l && hi <= l + b.bytes) found = &b;
+  uintptr_t base = lo;
+  if (found) {
+    for (auto& [l, b] : blocks_)
+      if (&b == found) base = l;
+  } else {
+    for (auto& [l, b] : blocks_)
+      if (lo < l + b.bytes && l < hi) throw std::runtime_error("Mirror: partially overlapping host views");
+    Block b;
+    b.bytes = hi - lo;
+    check(cudaMalloc(&b.dev, b.bytes > 0 ? b.bytes : 1), "cudaMalloc");
+    check(cudaMemcpy(b.dev, reinterpret_cast<void*>(lo), b.bytes, cudaMemcpyHostToDevice), "upload");
+    blocks_.emplace_back(lo, b);
+    found = &blocks_.back().second;
+  }
+  TensorView d = h;
+  d.desc.data = static_cast<char*>(found->dev) + (reinterpret_cast<uintptr_t>(h.data()) - base);
+  return d;
+}
+
+void Mirror::copy_back() {
+  check(cudaDeviceSynchronize(), "synchronize");
+  for (auto& [lo, b] : blocks_)
+    check(cudaMemcpy(reinterpret_cast<void*>(lo), b.dev, b.bytes, cudaMemcpyDeviceToHost), "download");
+}
+
 }  // namespace coda::dev

@@ -87,13 +87,28 @@ void add_row(BlockCheckResult& r, const char* op, const char* out, const ref::Ma
 
 BlockCheckResult check_llama3_block_emulated(const Llama3Dims& d, uint64_t seed, const emu::EmuConfig& cfg,
                                              double eps) {
+  return check_llama3_block(
+      d, seed,
+      [&cfg](const Llama3Dims& dims, const Llama3Weights& w, const Llama3Activations& act, const Llama3Grads* g) {
+        emu::EmuBackend be(cfg);
+        CODA_TRY(llama3_forward(be, dims, w, act));
+        return g ? llama3_backward(be, dims, w, act, *g) : Status();
+      },
+      true, eps);
+}
+
+BlockCheckResult check_llama3_block(const Llama3Dims& d, uint64_t seed, const BlockRunner& run, bool backward,
+                                    double eps) {
   BlockCheckResult result;
   const Inputs in = make_inputs(d, seed);
   const ref::Rounder bf16 = [](ref::Mat& m) { ref::round_bf16(m); };
   const ref::BlockForward f64 = ref::block_forward(in.dims, in.w, in.x0, in.y0, in.pos);
   const ref::BlockForward fu = ref::block_forward(in.dims, in.w, in.x0, in.y0, in.pos, bf16);
-  const ref::BlockGrad g64 = ref::block_backward(in.dims, in.w, in.x0, in.y0, in.pos, in.dx2, in.dqkv);
-  const ref::BlockGrad gu = ref::block_backward(in.dims, in.w, in.x0, in.y0, in.pos, in.dx2, in.dqkv, bf16);
+  ref::BlockGrad g64, gu;
+  if (backward) {
+    g64 = ref::block_backward(in.dims, in.w, in.x0, in.y0, in.pos, in.dx2, in.dqkv);
+    gu = ref::block_backward(in.dims, in.w, in.x0, in.y0, in.pos, in.dx2, in.dqkv, bf16);
+  }
 
   // The fused schedule on host tensors.
   const DType t = DType::kBF16;
@@ -118,16 +133,15 @@ BlockCheckResult check_llama3_block_emulated(const Llama3Dims& d, uint64_t seed,
   HostTensor dn0 = out(DType::kFP32, d.hidden, 0), dn1 = out(DType::kFP32, d.hidden, 0);
   const Llama3Grads grads{dx2, dqkv, dx0, dy0, dwo, dwgu, dwdown, dwqkv, dn0, dn1};
 
-  emu::EmuBackend be(cfg);
   const auto start = std::chrono::steady_clock::now();
-  Status s = llama3_forward(be, d, w, act);
-  if (s.ok()) s = llama3_backward(be, d, w, act, grads);
+  const Status s = run(d, w, act, backward ? &grads : nullptr);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
     result.error = s.message();
     return result;
   }
   for (const HostTensor* h : {&x1, &x2, &z1, &qkv, &r1, &r2, &dx0, &dy0, &dwo, &dwgu, &dwdown, &dwqkv, &dn0, &dn1}) {
+    if (!backward && h == &dx0) break;
     if (!h->fully_written()) {
       result.error = "an output of the fused block was not fully written";
       return result;
@@ -140,6 +154,11 @@ BlockCheckResult check_llama3_block_emulated(const Llama3Dims& d, uint64_t seed,
   add_row(result, "gemm_residual_rmsnorm_partial", "x2", to_mat(x2), fu.x2, f64.x2, eps);
   add_row(result, "rms_finish", "r2", to_mat(r2), ref::from_vec(fu.r2), ref::from_vec(f64.r2), eps);
   add_row(result, "gemm_rmsnorm_rope", "qkv", to_mat(qkv), fu.qkv, f64.qkv, eps);
+  if (!backward) {
+    result.ok = true;
+    for (const ErrorRow& r : result.rows) result.ok = result.ok && r.ok;
+    return result;
+  }
   add_row(result, "gemm_rmsnorm_backward", "dx0", to_mat(dx0), gu.dx0, g64.dx0, eps);
   add_row(result, "gemm (dgrad)", "dy0", to_mat(dy0), gu.dy0, g64.dy0, eps);
   add_row(result, "gemm (wgrad)", "dWo", to_mat(dwo), gu.dwo, g64.dwo, eps);

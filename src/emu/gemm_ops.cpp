@@ -177,6 +177,7 @@ Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
   program.has_rstd = args.rstd.defined();
   program.has_logits = args.logits_out.defined();
   program.ignore_index = args.ignore_index;
+  program.classes = args.b.rows();
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }

@@ -16,6 +16,7 @@
 #include "coda/coda.h"
 #include "coda/gpu.hpp"
 #include "gemm_instances.hpp"
+#include "launch_host.hpp"
 
 namespace coda::sm90 {
 CODA_GEMM_FORMS(CODA_GEMM_EXTERN)
@@ -24,134 +25,9 @@ CODA_GEMM_FORMS(CODA_GEMM_EXTERN)
 namespace coda {
 namespace {
 
-using sm90::EpiOutput;
+using namespace gpu_host;
 using sm90::EpiParams;
 using sm90::LaunchArgs;
-
-// ---- device and pointer checks --------------------------------------------------------------------
-
-Status check_device(const char* op) {
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return Status::not_supported(std::string(op) + ": no usable CUDA device (" + cudaGetErrorString(e) +
-                                 "); coda's kernels need an sm_90 GPU");
-  }
-  static std::mutex mu;
-  static std::map<int, std::string> verdict;  // device -> "" (ok) or the reason
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = verdict.find(dev);
-  if (it == verdict.end()) {
-    cudaDeviceProp prop{};
-    e = cudaGetDeviceProperties(&prop, dev);
-    std::string why;
-    if (e != cudaSuccess) why = cudaGetErrorString(e);
-    else if (prop.major != 9 || prop.minor != 0)
-      why = std::string("device ") + std::to_string(dev) + " (" + prop.name + ") is sm_" +
-            std::to_string(prop.major) + std::to_string(prop.minor) + "; coda's kernels need sm_90 (H100/H200)";
-    it = verdict.emplace(dev, why).first;
-  }
-  if (!it->second.empty()) return Status::not_supported(std::string(op) + ": " + it->second);
-  return {};
-}
-
-Status check_device_pointer(const char* op, const char* name, const TensorView& t) {
-  if (!t.defined()) return {};
-  cudaPointerAttributes attr{};
-  const cudaError_t e = cudaPointerGetAttributes(&attr, t.data());
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return Status::invalid_argument(std::string(op) + ": argument '" + name + "' is not a pointer CUDA knows (" +
-                                    cudaGetErrorString(e) + ")");
-  }
-  if (attr.type == cudaMemoryTypeUnregistered)
-    return Status::invalid_argument(std::string(op) + ": argument '" + name +
-                                    "' points to host memory; pass device memory (cudaMalloc) or registered/managed memory");
-  return {};
-}
-
-// ---- operand forms --------------------------------------------------------------------------------
-
-// K-major when the unit stride is along K (or K has one element), else M/N-major. Returns the
-// non-unit stride, made TMA-legal when its dimension has a single element.
-bool k_major(const TensorView& t) { return t.stride(1) == 1 || t.size(1) <= 1; }
-int64_t lead_stride(const TensorView& t, bool kmaj) {
-  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
-  const int dim = kmaj ? 0 : 1;
-  if (t.size(dim) <= 1) {
-    const int64_t inner = std::max<int64_t>(t.size(1 - dim), 1);
-    return (inner + per16 - 1) / per16 * per16;
-  }
-  return t.stride(dim);
-}
-
-// ---- epilogue outputs ----------------------------------------------------------------------------
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encode_fn() {
-  static EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return static_cast<EncodeTiled>(nullptr);
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
-// A TMA store descriptor for an M x cols row-major output: 64-row x 128-byte boxes, 128B swizzle.
-Status bind_output(EpiParams& epi, int slot, const TensorView& t, const char* op) {
-  EpiOutput& out = epi.outs[slot];
-  if (!t.defined()) {
-    out.defined = 0;
-    return {};
-  }
-  const auto es = static_cast<int64_t>(t.element_size());
-  CUtensorMapDataType dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  out.dtype = sm90::kDtBF16;
-  if (t.dtype() == DType::kFP16) {
-    dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    out.dtype = sm90::kDtFP16;
-  } else if (t.dtype() == DType::kFP32) {
-    dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    out.dtype = sm90::kDtFP32;
-  }
-  const int64_t rows = t.rows(), cols = t.cols();
-  int64_t row_bytes = t.stride(0) * es;
-  if (rows <= 1) row_bytes = (cols * es + 15) / 16 * 16;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / es), 64};
-  const cuuint32_t elem[2] = {1, 1};
-  EncodeTiled encode = encode_fn();
-  if (!encode) return Status::cuda_error(std::string(op) + ": the driver does not provide cuTensorMapEncodeTiled");
-  const CUresult r = encode(&out.tma, dt, 2, t.data(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return Status::internal(std::string(op) + ": TMA descriptor for output slot " + std::to_string(slot) +
-                            " rejected (CUresult " + std::to_string(int(r)) + ") for " + t.describe());
-  out.cols = cols;
-  out.defined = 1;
-  epi.num_outs = std::max(epi.num_outs, slot + 1);
-  return {};
-}
-
-int dtype_code(DType d) { return static_cast<int>(d); }
-
-int sm_count() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return 132;
-  }
-  return n;
-}
 
 // ---- dispatch over the compiled kernels -----------------------------------------------------------
 
@@ -184,10 +60,6 @@ Status dispatch(const GemmProblem& prob, const LaunchArgs<Program>& L, cudaStrea
 
 // ---- config choice: heuristic, or the autotune cache ----------------------------------------------
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 std::string cache_path() {
   if (const char* p = std::getenv("CODA_AUTOTUNE_CACHE")) return p;
@@ -359,11 +231,6 @@ GemmConfig select_config(const GemmProblem& prob, const LaunchArgs<Program>& L, 
 
 // ---- the GEMM entry ---------------------------------------------------------------------------------
 
-// Diagnostics for benchmarks only: CODA_DEBUG_EPILOGUE=1 skips the epilogue, =2 its program.
-int debug_flags() {
-  const char* v = std::getenv("CODA_DEBUG_EPILOGUE");
-  return v ? std::atoi(v) : 0;
-}
 
 Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* chosen, cudaStream_t stream) {
   CODA_TRY(validate(args));
@@ -421,7 +288,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
   L.epi.scalars[P::kAlpha] = {args.alpha, args.alpha_ptr};
   L.epi.scalars[P::kBeta] = {args.beta, args.beta_ptr};
   if (args.c.defined()) {
-    L.epi.tiles[P::kTileC] = {args.c.data(), args.c.stride(0), args.c.cols(), dtype_code(args.c.dtype())};
+    bind_tile(L.epi, P::kTileC, args.c);
   }
   L.config = forced ? *forced : select_config(prob, L, args.d, stream);
   if (chosen) {

@@ -110,7 +110,9 @@ Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
   p.tiles_n = int((L.n + Kernel::kTileN - 1) / Kernel::kTileN);
   p.k_tiles = int((L.k + 63) / 64);
   p.epi_buffers = Kernel::buffers_for(L.epi);
-  p.out_dtype = L.epi.num_outs > 0 ? L.epi.outs[0].dtype : kDtBF16;
+  p.out_dtype = kDtBF16;  // the dtype of the first defined output
+  for (int o = L.epi.num_outs - 1; o >= 0; --o)
+    if (L.epi.outs[o].defined) p.out_dtype = L.epi.outs[o].dtype;
   p.debug = L.debug;
   for (int o = 0; o < L.epi.num_outs; ++o)
     if (L.epi.outs[o].defined && L.epi.outs[o].dtype != p.out_dtype)

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "cli.hpp"
 #include "coda/device_util.hpp"
 #include "coda/gpu.hpp"
@@ -24,7 +25,6 @@
 namespace coda::cli {
 namespace {
 
-using dev::Buffer;
 
 struct BenchCase {
   std::string name;
@@ -54,75 +54,11 @@ std::vector<BenchCase> gemm_cases() {
   return v;
 }
 
-class Timer {
- public:
-  explicit Timer(size_t flush_bytes) : flush_(flush_bytes) {
-    dev::check(cudaEventCreate(&e0_), "event");
-    dev::check(cudaEventCreate(&e1_), "event");
-  }
-  ~Timer() {
-    cudaEventDestroy(e0_);
-    cudaEventDestroy(e1_);
-  }
-  // One timed run (us) of fn after an L2 flush.
-  double once_us(const std::function<void()>& fn, int salt) {
-    dev::check(cudaMemsetAsync(flush_.get(), salt & 0xff, flush_.bytes()), "flush");
-    dev::check(cudaEventRecord(e0_), "record");
-    fn();
-    dev::check(cudaEventRecord(e1_), "record");
-    dev::check(cudaEventSynchronize(e1_), "sync");
-    float ms = 0;
-    dev::check(cudaEventElapsedTime(&ms, e0_, e1_), "elapsed");
-    return 1000.0 * ms;
-  }
-  // Median time (us) of `reps` runs of fn, L2 flushed before each.
-  double median_us(const std::function<void()>& fn, int reps, int warmup = 2) {
-    return median_us_interleaved({fn}, reps, warmup)[0];
-  }
-  // Medians of several functions timed round-robin (fn0, fn1, ..., fn0, ...), so that clock and
-  // temperature drift during the measurement affects each of them alike.
-  std::vector<double> median_us_interleaved(const std::vector<std::function<void()>>& fns, int reps, int warmup = 2) {
-    for (const auto& fn : fns)
-      for (int i = 0; i < warmup; ++i) fn();
-    std::vector<std::vector<double>> t(fns.size());
-    for (int r = 0; r < reps; ++r)
-      for (size_t i = 0; i < fns.size(); ++i) t[i].push_back(once_us(fns[i], r));
-    std::vector<double> med;
-    for (auto& v : t) {
-      std::sort(v.begin(), v.end());
-      med.push_back(v[v.size() / 2]);
-    }
-    return med;
-  }
-
- private:
-  Buffer flush_;
-  cudaEvent_t e0_, e1_;
-};
-
-struct Ceilings {
-  double copy_gbps = 0;  // bytes read + written per second / 1e9
-  double gemm_tflops = 0;
-};
-
 struct Record {
   std::string name, config, tuned_config;
   int64_t m, n, k;
   double us, tuned_us, cublas_us, tflops, gbps, sol_pct, vs_cublas, vs_cublas_tuned;
 };
-
-double geomean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += std::log(x);
-  return v.empty() ? 0.0 : std::exp(s / double(v.size()));
-}
-
-bool selected(const Options& opt, const std::string& name) {
-  if (opt.filters.empty()) return true;
-  for (const std::string& f : opt.filters)
-    if (name.find(f) != std::string::npos) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -239,6 +175,8 @@ int run_gpu_bench(const Options& opt) {
                 r.config.c_str());
     std::fflush(stdout);
   }
+  std::string fused_json;
+  const bool fused_ok = run_fused_bench(opt, timer, ceil, seed, fused_json);
   std::vector<double> v, vt;
   double worst = 0, worst_t = 0;
   for (const Record& r : records) {
@@ -247,9 +185,10 @@ int run_gpu_bench(const Options& opt) {
     worst = std::max(worst, r.vs_cublas);
     worst_t = std::max(worst_t, r.vs_cublas_tuned);
   }
-  std::printf("\ncoda time / cuBLAS time: geomean %.3f, worst %.3f (heuristic config); autotuned: geomean %.3f, "
-              "worst %.3f\n",
-              geomean(v), worst, geomean(vt), worst_t);
+  if (!records.empty())
+    std::printf("\nGEMM: coda time / cuBLAS time: geomean %.3f, worst %.3f (heuristic config); autotuned: geomean "
+                "%.3f, worst %.3f\n",
+                geomean(v), worst, geomean(vt), worst_t);
   if (!opt.json_path.empty()) {
     std::ofstream f(opt.json_path);
     f << "{\n  \"gpu\": " << json_str(gpu) << ",\n  \"commit\": " << json_str(git_commit()) << ",\n  \"date\": "
@@ -264,13 +203,14 @@ int run_gpu_bench(const Options& opt) {
         << ", \"sol_pct\": " << r.sol_pct << ", \"vs_cublas\": " << r.vs_cublas << ", \"vs_unfused\": " << r.vs_cublas
         << ", \"cublas_us\": " << r.cublas_us << ", \"tuned_us\": " << r.tuned_us
         << ", \"vs_cublas_tuned\": " << r.vs_cublas_tuned << ", \"config\": " << json_str(r.config)
-        << ", \"tuned_config\": " << json_str(r.tuned_config) << "}" << (i + 1 < records.size() ? ",\n" : "\n");
+        << ", \"tuned_config\": " << json_str(r.tuned_config) << "}" << (i + 1 < records.size() ? ",\n" : "");
     }
-    f << "  ]\n}\n";
+    // Fused records follow (each starts with ",\n"); without GEMM records, drop the first comma.
+    f << (records.empty() && !fused_json.empty() ? fused_json.substr(2) : fused_json) << "\n  ]\n}\n";
     std::printf("wrote %s\n", opt.json_path.c_str());
   }
   cublasLtDestroy(lt);
-  return 0;
+  return fused_ok ? 0 : 2;
 }
 
 }  // namespace coda::cli

@@ -26,7 +26,17 @@
 //   void    col_sum(int c, const Frag&, int64_t n, float v) add to column partial c at column n
 // Partial accumulators are flushed by the backend: per-row partials once per column granule
 // (CODA_PARTIAL_COLS), per-column partials once per row granule (CODA_PARTIAL_ROWS).
+//
+// A program that needs more than plain same-width outputs declares what the GPU driver must
+// provision, as `static constexpr epi::Resources kResources{...}` (absent: none of it):
+//   row_sums, row_lses, seg_sums   partial-reduction slots 0 .. n-1 it feeds
+//   tma_tiles                      tile operands 0 .. n-1 that are staged by TMA (16-bit dtypes),
+//                                  prefetched one 64 x 64 chunk ahead of the program
+//   half_outs                      bit mask of outputs with half the accumulator's columns
+//                                  (output column n / 2 for accumulator pair (n, n + 1))
 #pragma once
+
+#include <type_traits>
 
 #include "coda/epilogue/frag.hpp"
 #include "coda/epilogue/pairwise.hpp"
@@ -35,3 +45,26 @@
 #include "coda/epilogue/scale.hpp"
 #include "coda/epilogue/store.hpp"
 #include "coda/epilogue/tile_load.hpp"
+
+namespace coda::epi {
+
+struct Resources {
+  int row_sums = 0;
+  int row_lses = 0;
+  int seg_sums = 0;
+  int tma_tiles = 0;
+  int half_outs = 0;
+};
+
+template <class P, class = void>
+struct HasResources : std::false_type {};
+template <class P>
+struct HasResources<P, std::void_t<decltype(P::kResources)>> : std::true_type {};
+
+template <class P>
+constexpr Resources resources_of() {
+  if constexpr (HasResources<P>::value) return P::kResources;
+  else return Resources{};
+}
+
+}  // namespace coda::epi

@@ -24,10 +24,18 @@ struct EpiVector {  // per-row (length M) or per-column vector
 };
 
 struct EpiTile {  // an M x cols tensor read by the epilogue
+  CUtensorMap tma;  // TMA-staged tiles (Resources::tma_tiles): box 64 rows x 128 bytes, 128B swizzle
   const void* ptr = nullptr;
   int64_t ld = 0;  // row stride in elements
   int64_t cols = 0;
   int dtype = kDtBF16;
+};
+
+struct EpiPartial {  // an fp32 partial-reduction tensor [rows, cols] with row stride ld
+  float* ptr = nullptr;
+  int64_t ld = 0;
+  int64_t cols = 0;    // segments: the number of segments (columns) the tensor holds
+  int seg_shift = 0;   // segments: log2 of the columns per segment
 };
 
 struct EpiOutput {  // an M x cols tensor written through shared memory and TMA
@@ -44,6 +52,10 @@ struct EpiParams {
   EpiVector cols[kEpiSlots];
   EpiTile tiles[kEpiSlots];
   EpiOutput outs[kEpiSlots];
+  EpiPartial row_sums[kEpiSlots];  // [M, ceil(N / 256)] per-row sums per column granule
+  EpiPartial row_lses[kEpiSlots];  // [M, ceil(N / 256)] per-row log-sum-exp per column granule
+  EpiPartial seg_sums[kEpiSlots];  // [M, segments] per-row sums per column segment
+  float* row_outs[kEpiSlots] = {};  // [M] per-row values
   int num_outs = 0;  // outputs 0 .. num_outs-1 are staged (undefined ones are skipped)
 };
 

@@ -28,6 +28,7 @@
 #include <cuda_fp16.h>
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/cutlass.h>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -36,6 +37,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "coda/epilogue/frag.hpp"
+#include "coda/epilogue/program.hpp"
 #include "coda/kernel/epilogue_params.hpp"
 #include "coda/numeric.hpp"
 
@@ -59,6 +61,23 @@ template <int N>
 CUTE_DEVICE void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
+CUTE_DEVICE void tma_load_2d(const CUtensorMap* desc, uint32_t smem, uint64_t* bar, int col, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem),
+      "l"(desc), "r"(col), "r"(row), "r"(cute::cast_smem_ptr_to_uint(bar))
+      : "memory");
+}
+
+// Staging of TMA-loaded tile operands: per consumer warpgroup two slots (double buffering), each
+// holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction barrier per slot.
+template <int kTiles, int kSlotBytes>
+struct TileRingStorage {
+  alignas(1024) uint8_t data[2][2][kTiles][kSlotBytes];  // [warpgroup][slot][tile]
+  uint64_t full[2][2];                                    // [warpgroup][slot]
+};
+template <int kSlotBytes>
+struct TileRingStorage<0, kSlotBytes> {};
 
 // ---- element access by runtime dtype --------------------------------------------------------------
 
@@ -114,11 +133,26 @@ struct Sm90Gemm {
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
 
+  // What the program needs beyond same-width outputs (epilogue/program.hpp).
+  static constexpr epi::Resources kRes = epi::resources_of<Program>();
+  static constexpr bool kHasPartials = kRes.row_sums + kRes.row_lses + kRes.seg_sums > 0;
+  static_assert(!kHasPartials || kTileN == 256,
+                "per-row partials are flushed once per tile: the tile must span one 256-column granule");
+  static constexpr int kTmaTiles = kRes.tma_tiles;
+  static constexpr int kTileSlotBytes = kChunkRows * 128;  // a 64 x 64 chunk of a 16-bit tile
+  static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
+  // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
+  static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
+  static constexpr int kRingBytes = kTmaTiles * 4 * kTileSlotBytes;
+  static constexpr int kStagesFit = (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes) / kStageBytes;
+  static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
+  static_assert(kStages >= 2, "no room for a two-stage mainloop");
+
   using LayoutA = cute::conditional_t<AKMajor, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
   using LayoutB = cute::conditional_t<BKMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, 8, Element, LayoutB, 8, float, TileShape,
-      ClusterShape, cutlass::gemm::collective::StageCount<Stages>,
+      ClusterShape, cutlass::gemm::collective::StageCount<kStages>,
       cute::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                           cutlass::gemm::KernelTmaWarpSpecializedCooperative>>::CollectiveOp;
   // Consumer threads per tile: cooperative = both warpgroups share a tile; pingpong = each owns one.
@@ -126,6 +160,18 @@ struct Sm90Gemm {
   using TiledMma = typename Mainloop::TiledMma;
   using MainloopPipeline = typename Mainloop::MainloopPipeline;
   using PipelineState = typename Mainloop::PipelineState;
+  using AccLayout = typename decltype(partition_fragment_C(std::declval<TiledMma&>(),
+                                                           take<0, 2>(TileShape{})))::layout_type;
+  static constexpr int kVN = decltype(size<0>(AccLayout{}))::value / 4;  // 8-column blocks per wgmma atom
+  static constexpr int kMmaM = decltype(size<1>(AccLayout{}))::value;
+  static constexpr int kMmaN = decltype(size<2>(AccLayout{}))::value;
+  static constexpr int kChunksPerTile = kMmaM * kMmaN * (kVN / 8);
+  static_assert(kMmaN == 1, "the epilogue walks the accumulator in linear order: one wgmma atom along N");
+  static_assert(decltype(cute::stride<0, 0>(AccLayout{}))::value == 1 &&
+                    decltype(cute::stride<0, 1>(AccLayout{}))::value == 2 &&
+                    decltype(cute::stride<0, 2>(AccLayout{}))::value == 4,
+                "accumulator value order (x, b, j) expected to be compact");
+  static constexpr int kRowsPerThread = 2 * kMmaM;  // accumulator rows a thread holds per tile
 
   // Pingpong: the math and epilogue phases of the two consumer warpgroups take turns
   // (mma 0 | mma 1 + epilogue 0 | mma 2 + epilogue 1 ...).
@@ -145,6 +191,7 @@ struct Sm90Gemm {
     alignas(1024) uint8_t epi[2][kEpiArenaBytes];
     typename Mainloop::SharedStorage mainloop;
     typename OrderBarrier::SharedStorage order;
+    TileRingStorage<kTmaTiles, kTileSlotBytes> ring;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + slack to align the base
 
@@ -164,6 +211,27 @@ struct Sm90Gemm {
   // The context a program sees inside one epilogue chunk (see epilogue/program.hpp). OutDt is the
   // storage dtype of every tile output of the launch (fixed per tile, so the executed path has no
   // dtype branches).
+  // Per-thread partial-reduction accumulators of one tile (registers; indices are compile-time
+  // after inlining). Rows: slot 2 mi + b for accumulator row block mi and half b.
+  struct TileAcc {
+    float rs[kRes.row_sums > 0 ? kRes.row_sums : 1][kRowsPerThread];
+    epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread];
+    float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
+  };
+
+  // Output o's columns per chunk (half-width outputs hold 32) and its place in a staging buffer.
+  CUTE_HOST_DEVICE static constexpr int out_shift(int o) { return (kRes.half_outs >> o) & 1; }
+  CUTE_HOST_DEVICE static constexpr int out_cols(int o) { return kChunkCols >> out_shift(o); }
+  CUTE_HOST_DEVICE static constexpr int out_offset(int o, int es) {
+    int off = 0;
+    for (int i = 0; i < o; ++i) off += kChunkRows * out_cols(i) * es;
+    return off;
+  }
+  // 16-byte-unit swizzle of a box with `box_bytes`-byte rows (TMA's 128B / 64B / 32B modes).
+  CUTE_HOST_DEVICE static constexpr int swizzle(int off, int box_bytes) {
+    return off ^ ((off >> 3) & (box_bytes == 128 ? 0x70 : (box_bytes == 64 ? 0x30 : 0x10)));
+  }
+
   template <int OutDt>
   struct ChunkCtx {
     static constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
@@ -171,31 +239,41 @@ struct Sm90Gemm {
     float scalars[kEpiSlots];  // resolved at kernel start (by value: stays in registers)
     uint8_t* buf;              // this chunk's staging buffer
     int m0, n0;                // global origin of the chunk (M, N < 2^31)
+    TileAcc& acc;              // the tile's partial accumulators
+    const uint8_t* tiles;      // this chunk's TMA-staged tile operands (slot base)
+    int mi;                    // accumulator row block of the chunk
+    int tile_n0;               // first column of the tile
+    float rowv[kEpiSlots][2];  // per-row vectors at the thread's two rows (loaded once per chunk)
+    int rowi[kEpiSlots][2];    // per-row int vectors, likewise
 
     CUTE_DEVICE float scalar(int i) const { return scalars[i]; }
-    CUTE_DEVICE float row(int i, const epi::Frag& f) const {
-      return load_as_float(p.epi.rows[i].ptr, f.m, p.epi.rows[i].dtype);
-    }
-    CUTE_DEVICE int64_t row_int(int i, const epi::Frag& f) const {
-      return __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + f.m);
-    }
+    CUTE_DEVICE float row(int i, const epi::Frag& f) const { return rowv[i][(f.lr >> 3) & 1]; }
+    CUTE_DEVICE int64_t row_int(int i, const epi::Frag& f) const { return rowi[i][(f.lr >> 3) & 1]; }
     CUTE_DEVICE float col(int i, const epi::Frag&, int64_t n) const {
       return load_as_float(p.epi.cols[i].ptr, n, p.epi.cols[i].dtype);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int64_t n) const {
       const EpiTile& t = p.epi.tiles[i];
+      if (i < kTmaTiles) {  // staged: the chunk's 64 x 64 box, 128-byte swizzled rows
+        const int off = swizzle(f.lr * 128 + (f.lc + int(n - f.n)) * 2, 128);
+        const unsigned short bits = *reinterpret_cast<const unsigned short*>(tiles + i * kTileSlotBytes + off);
+        return t.dtype == kDtBF16 ? bf16_bits_to_float(bits) : fp16_bits_to_float(bits);
+      }
       return load_as_float(t.ptr, f.m * t.ld + n, t.dtype);
     }
-    // Address of element (r, c) of output o's chunk: boxes of 64 rows x 128 bytes, 128-byte
-    // swizzle (16-byte unit index XOR row % 8). Outputs are packed in slot order.
+    // Address of element (r, c) of output o's chunk: boxes of 64 rows x (at most) 128 bytes,
+    // swizzled like the TMA box. Outputs are packed in slot order.
     CUTE_DEVICE uint8_t* at(int o, int r, int c) const {
+      const int row_bytes = out_cols(o) * kEs;
+      const int box = row_bytes < 128 ? row_bytes : 128;
       const int byte = c * kEs;
-      return buf + o * (kChunkRows * kChunkCols * kEs) + (byte >> 7) * (kChunkRows * 128) + r * 128 +
-             ((((byte >> 4) & 7) ^ (r & 7)) << 4) + (byte & 15);
+      return buf + out_offset(o, kEs) + swizzle((byte / box) * (kChunkRows * box) + r * box + byte % box, box);
     }
-    // Output columns are those of the accumulator (same width): column n is f.lc + (n - f.n).
+    // Output column n of a same-width output is accumulator column n; of a half-width output, the
+    // pair (2n, 2n + 1).
     CUTE_DEVICE float store(int o, const epi::Frag& f, int64_t n, float v) const {
-      uint8_t* a = at(o, f.lr, f.lc + int(n - f.n));
+      const int s = out_shift(o);
+      uint8_t* a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         *reinterpret_cast<__nv_bfloat16*>(a) = h;
@@ -211,7 +289,8 @@ struct Sm90Gemm {
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
-      uint8_t* a = at(o, f.lr, f.lc + int(n - f.n));
+      const int s = out_shift(o);
+      uint8_t* a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
         *reinterpret_cast<__nv_bfloat162*>(a) = h;
@@ -225,40 +304,49 @@ struct Sm90Gemm {
         return {v0, v1};
       }
     }
-    CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const;
-    CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v);
-    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v);
-    CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int64_t n, float v);
-    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int64_t n, float v);
+    CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const { p.epi.row_outs[o][f.m] = v; }
+    CUTE_DEVICE int row_slot(const epi::Frag& f) const { return (kMmaM == 1 ? 0 : 2 * mi) + ((f.lr >> 3) & 1); }
+    CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v) const { acc.rs[r][row_slot(f)] += v; }
+    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v) const { acc.lse[r][row_slot(f)].add(v); }
+    CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int64_t n, float v) const {
+      const int k = int(n - tile_n0) >> p.epi.seg_sums[s].seg_shift;
+      CUTE_UNROLL
+      for (int j = 0; j < kMaxSegs; ++j)
+        if (j == k) acc.seg[s][j][row_slot(f)] += v;
+    }
+    // Column partials belong to the backward operators (not compiled for the GPU yet).
+    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int64_t n, float v) const;
   };
 
-  // Bytes of one chunk over all output slots: 64 x 64 elements of the launch's output dtype each.
+  // Bytes of one chunk over all output slots (64 rows of each output, in the launch's dtype).
   CUTE_HOST_DEVICE static int chunk_bytes_all(const EpiParams& e) {
     int es = 2;
     for (int o = 0; o < e.num_outs; ++o)
       if (e.outs[o].defined && e.outs[o].dtype == kDtFP32) es = 4;
-    return e.num_outs * kChunkRows * kChunkCols * es;
+    return out_offset(e.num_outs, es);
   }
   CUTE_HOST_DEVICE static int buffers_for(const EpiParams& e) {
     const int b = chunk_bytes_all(e);
     return b == 0 ? 2 : (2 * b <= kEpiArenaBytes ? 2 : (b <= kEpiArenaBytes ? 1 : 0));
   }
 
-  // Visit one chunk: the program on every column pair (kChecked: skip pairs outside M x N).
+  // Visit one chunk: the program on every column pair (kChecked: skip pairs outside M x N). The
+  // chunk's 32 values are the accumulator's first 32 (linear index x + 2 b + 4 jj for value x of
+  // pair jj in row half b); (m0, n0) is the thread's first (row, column) in it.
   // (r0, c0) is the thread's first accumulator coordinate in wgmma block (mi, ni); value (a, b, j)
   // of the block sits at (r0 + 8 b, c0 + 8 j + a) (NOTES at the top of this file). Inside the
   // 64 x 64 chunk that is row 16 warp + lane / 4 + 8 b and column 2 (lane % 4) + 8 jj, which the
   // context uses for its shared-memory addresses (cheap, known bit ranges).
   template <bool kChecked, int OutDt, class Accum>
-  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt>& ctx, const Accum& accum, int gm0,
-                                      int gn0, int r0, int c0, int mi, int ni, int cj) {
+  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt>& ctx, const Accum& accum, int m0,
+                                      int n0) {
     const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
     const int lr = 16 * warp + (lane >> 2), lc = 2 * (lane & 3);
     CUTE_UNROLL
     for (int jj = 0; jj < 8; ++jj) {
       CUTE_UNROLL
       for (int b = 0; b < 2; ++b) {
-        const int m = gm0 + r0 + 8 * b, n = gn0 + c0 + 8 * (cj * 8 + jj);
+        const int m = m0 + 8 * b, n = n0 + 8 * jj;
         epi::Frag f;
         f.m = m;
         f.n = n;
@@ -270,77 +358,209 @@ struct Sm90Gemm {
           if (m >= p.m || n >= p.n) continue;
           f.ok[1] = n + 1 < p.n;
         }
-        f.v[0] = accum(make_coord(make_coord(0, b, cj * 8 + jj), mi, ni));
-        f.v[1] = f.ok[1] ? accum(make_coord(make_coord(1, b, cj * 8 + jj), mi, ni)) : 0.0f;
+        f.v[0] = accum(4 * jj + 2 * b);
+        f.v[1] = f.ok[1] ? accum(4 * jj + 2 * b + 1) : 0.0f;
         p.program(f, ctx);
       }
     }
   }
 
+  // Issue the TMA loads of the chunk at (cm0, cn0) into ring slot seq & 1 (nothing when it lies
+  // outside M x N). One thread of the warpgroup.
+  CUTE_DEVICE static void issue_tile_loads(const Params& p, uint8_t* ring, uint64_t* full, int seq, int cm0,
+                                           int cn0) {
+    if constexpr (kTmaTiles > 0) {
+      if (cm0 >= p.m || cn0 >= p.n) return;
+      uint64_t* bar = &full[seq & 1];
+      int bytes = 0;
+      for (int i = 0; i < kTmaTiles; ++i)
+        if (p.epi.tiles[i].ptr) bytes += kTileSlotBytes;
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, uint32_t(bytes));
+      for (int i = 0; i < kTmaTiles; ++i)
+        if (p.epi.tiles[i].ptr)
+          tma_load_2d(&p.epi.tiles[i].tma,
+                      cute::cast_smem_ptr_to_uint(ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes), bar, cn0, cm0);
+    }
+  }
+  // Global origin of the first chunk of accumulator row block mi (column block 0) of a tile.
+  CUTE_DEVICE static void row_block_origin(int mma_thread_idx, int mi, int gm0, int gn0, int& cm0, int& cn0) {
+    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
+    TiledMma tiled_mma;
+    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+    const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, 0));
+    cm0 = gm0 + (get<0>(base) & ~(kChunkRows - 1));
+    cn0 = gn0 + (get<1>(base) & ~(kChunkCols - 1));
+  }
+  CUTE_HOST_DEVICE static bool uses_tile_ring(const EpiParams& e) {
+    bool any = false;
+    for (int i = 0; i < kTmaTiles; ++i) any = any || e.tiles[i].ptr != nullptr;
+    return any;
+  }
+
+  // Flush the tile's partial reductions: a quad of lanes shares each row (NOTES at the top).
+  CUTE_DEVICE static void flush_partials(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx) {
+    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
+    TiledMma tiled_mma;
+    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+    const bool writer = (threadIdx.x & 3) == 0;
+    CUTE_UNROLL
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) {
+        const int slot = 2 * mi + b;
+        const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
+        const bool live = writer && m < p.m;
+        CUTE_UNROLL
+        for (int r = 0; r < kRes.row_sums; ++r) {
+          float v = acc.rs[r][slot];
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          const EpiPartial& P = p.epi.row_sums[r];
+          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = v;
+        }
+        CUTE_UNROLL
+        for (int r = 0; r < kRes.row_lses; ++r) {
+          epi::OnlineLse l = acc.lse[r][slot];
+          CUTE_UNROLL
+          for (int x = 1; x <= 2; x <<= 1) {
+            epi::OnlineLse o;
+            o.max = __shfl_xor_sync(0xffffffffu, l.max, x);
+            o.sum = __shfl_xor_sync(0xffffffffu, l.sum, x);
+            l.merge(o);
+          }
+          const EpiPartial& P = p.epi.row_lses[r];
+          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
+        }
+        CUTE_UNROLL
+        for (int r = 0; r < kRes.seg_sums; ++r) {
+          const EpiPartial& P = p.epi.seg_sums[r];
+          const int first = (tile_n * kTileN) >> P.seg_shift;
+          CUTE_UNROLL
+          for (int k = 0; k < kMaxSegs; ++k) {
+            float v = acc.seg[r][k][slot];
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (live && P.ptr && k < (kTileN >> P.seg_shift) && first + k < P.cols)
+              P.ptr[int64_t(m) * P.ld + first + k] = v;
+          }
+        }
+      }
+    }
+  }
+
   template <int OutDt, class Accum>
-  CUTE_DEVICE static void epilogue(const Params& p, const Accum& accum, const float (&scalars)[kEpiSlots],
-                                   uint8_t* arena, int tile_m, int tile_n, int mma_thread_idx, int wg,
-                                   int& chunk_count) {
+  CUTE_DEVICE static void epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
+                                   uint8_t* arena, uint8_t* ring, uint64_t* full, int tile_m, int tile_n,
+                                   int mma_thread_idx, int wg, int& chunk_count) {
     const int t = mma_thread_idx % 128;
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
     TiledMma tiled_mma;
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
-    using AccLayout = typename Accum::layout_type;
-    constexpr int kVN = decltype(size<0>(AccLayout{}))::value / 4;  // 8-column blocks per wgmma atom
-    constexpr int kMmaM = decltype(size<1>(AccLayout{}))::value;
-    constexpr int kMmaN = decltype(size<2>(AccLayout{}))::value;
     static_assert(kVN % (kChunkCols / 8) == 0, "the wgmma atom must hold whole epilogue chunks");
     const int gm0 = tile_m * kTileM, gn0 = tile_n * kTileN;
     const int chunk_bytes = chunk_bytes_all(p.epi);
+    const bool ring_on = uses_tile_ring(p.epi);
 
+    TileAcc acc;
     CUTE_UNROLL
-    for (int mi = 0; mi < kMmaM; ++mi) {
+    for (int i = 0; i < kRowsPerThread; ++i) {
       CUTE_UNROLL
-      for (int ni = 0; ni < kMmaN; ++ni) {
+      for (int r = 0; r < kRes.row_sums; ++r) acc.rs[r][i] = 0.0f;
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.row_lses; ++r) acc.lse[r][i] = epi::OnlineLse{};
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.seg_sums; ++r) {
         CUTE_UNROLL
-        for (int cj = 0; cj < kVN / 8; ++cj) {
-          const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, ni));
-          const int r0 = get<0>(base), c0 = get<1>(base);
-          const int cm0 = gm0 + (r0 & ~(kChunkRows - 1));
-          const int cn0 = gn0 + ((c0 + 64 * cj) & ~(kChunkCols - 1));
-          if (cm0 >= p.m || cn0 >= p.n) continue;  // warpgroup-uniform
-          uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
-          // 1. the buffer is free once the store that last used it has finished reading it
-          if (t == 0) {
-            if (p.epi_buffers == 2) tma_store_wait_read<1>();
-            else tma_store_wait_read<0>();
-          }
-          named_barrier_sync(1 + wg, 128);
-          // 2. the program, once per column pair
-          const ChunkCtx<OutDt> ctx{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf, cm0, cn0};
-          if (p.debug & 2) {
-            // diagnostics: staging and stores without the program
-          } else if (cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n) {
-            visit_chunk<false>(p, ctx, accum, gm0, gn0, r0, c0, mi, ni, cj);
-          } else {
-            visit_chunk<true>(p, ctx, accum, gm0, gn0, r0, c0, mi, ni, cj);
-          }
-          // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
-          fence_async_shared();
-          named_barrier_sync(1 + wg, 128);
-          if (t == 0) {
-            constexpr int es = ChunkCtx<OutDt>::kEs;
-            for (int o = 0; o < p.epi.num_outs; ++o) {
-              const EpiOutput& out = p.epi.outs[o];
-              if (!out.defined) continue;
-              CUTE_UNROLL
-              for (int bx = 0; bx < kChunkCols * es / 128; ++bx) {
-                const uint32_t s =
-                    cute::cast_smem_ptr_to_uint(buf + o * (kChunkRows * kChunkCols * es) + bx * kChunkRows * 128);
-                tma_store_2d(&out.tma, s, cn0 + bx * (128 / es), cm0);
-              }
-            }
-            tma_store_commit();
-          }
-          ++chunk_count;
-        }
+        for (int k = 0; k < kMaxSegs; ++k) acc.seg[r][k][i] = 0.0f;
       }
     }
+
+    // NOTES: the chunks run in a runtime loop with one copy of the program's code: fully unrolled,
+    // the epilogue of a rich program outgrows the instruction cache and the warps wait on
+    // instruction fetch. Each iteration works on the accumulator's first 32 values and then shifts
+    // the rest down by 32 (register moves; a runtime index would put the accumulator in local memory).
+    // The accumulator's linear order is (x, b, j) inside an atom, then atoms along M: chunk ci is
+    // linear [32 ci, 32 ci + 32), row block mi = ci / kCJ, column block cj = ci % kCJ.
+    constexpr int kCJ = kVN / 8;  // chunks per wgmma atom
+    constexpr int kAccN = decltype(size(AccLayout{}))::value;
+#pragma unroll 1
+    for (int ci = 0; ci < kChunksPerTile; ++ci) {
+      const int cj = ci % kCJ, mi = ci / kCJ;
+      const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, 0));
+      const int r0 = get<0>(base), c0 = get<1>(base);
+      const int cm0 = gm0 + (r0 & ~(kChunkRows - 1));
+      const int cn0 = gn0 + ((c0 + 64 * cj) & ~(kChunkCols - 1));
+      if (cm0 < p.m && cn0 < p.n) {  // warpgroup-uniform
+      uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
+      // 1. the buffer is free once the store that last used it has finished reading it
+      if (t == 0) {
+        if (p.epi_buffers == 2) tma_store_wait_read<1>();
+        else tma_store_wait_read<0>();
+      }
+      named_barrier_sync(1 + wg, 128);
+      // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
+      //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago)
+      if constexpr (kTmaTiles > 0) {
+        if (ring_on) {
+          if (t == 0) {
+            // the next chunk in visiting order: the next 64 columns of this row block while they
+            // lie inside N (column blocks are contiguous), else the next row block's first
+            int nm0 = cm0, nn0 = cn0 + kChunkCols;
+            if (nn0 >= gn0 + kTileN || nn0 >= p.n) {
+              nm0 = p.m;  // none
+              if (mi + 1 < kMmaM) row_block_origin(mma_thread_idx, mi + 1, gm0, gn0, nm0, nn0);
+            }
+            issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
+          }
+          cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count & 1], uint32_t((chunk_count >> 1) & 1));
+        }
+      }
+      // 2. the program, once per column pair
+      ChunkCtx<OutDt> ctx{p,   {scalars[0], scalars[1], scalars[2], scalars[3]},
+                          buf, cm0, cn0, acc, ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes,
+                          mi,  gn0, {}, {}};
+      const int m_lo = gm0 + r0 + 0, m_hi = gm0 + r0 + 8;
+      CUTE_UNROLL
+      for (int i = 0; i < kEpiSlots; ++i) {
+        if (p.epi.rows[i].ptr) {
+          ctx.rowv[i][0] = m_lo < p.m ? load_as_float(p.epi.rows[i].ptr, m_lo, p.epi.rows[i].dtype) : 0.0f;
+          ctx.rowv[i][1] = m_hi < p.m ? load_as_float(p.epi.rows[i].ptr, m_hi, p.epi.rows[i].dtype) : 0.0f;
+        }
+        if (p.epi.row_ints[i].ptr) {
+          ctx.rowi[i][0] = m_lo < p.m ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m_lo) : 0;
+          ctx.rowi[i][1] = m_hi < p.m ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m_hi) : 0;
+        }
+      }
+      if (p.debug & 2) {
+        // diagnostics: staging and stores without the program
+      } else if (cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n) {
+        visit_chunk<false>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+      } else {
+        visit_chunk<true>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+      }
+      // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
+      fence_async_shared();
+      named_barrier_sync(1 + wg, 128);
+      if (t == 0) {
+        constexpr int es = ChunkCtx<OutDt>::kEs;
+        for (int o = 0; o < p.epi.num_outs; ++o) {
+          const EpiOutput& out = p.epi.outs[o];
+          if (!out.defined) continue;
+          const int row_bytes = out_cols(o) * es;
+          const int box = row_bytes < 128 ? row_bytes : 128;
+          for (int bx = 0; bx < row_bytes / box; ++bx) {
+            const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box);
+            tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0);
+          }
+        }
+        tma_store_commit();
+      }
+      ++chunk_count;
+      }
+      CUTE_UNROLL
+      for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
+    }
+    if constexpr (kHasPartials) flush_partials(p, acc, tile_m, tile_n, mma_thread_idx);
   }
 
   CUTE_DEVICE static void run(const Params& p, char* smem_raw) {
@@ -354,6 +574,13 @@ struct Sm90Gemm {
     const uint32_t block_rank_in_cluster = cute::block_rank_in_cluster();
 
     if (thread_idx == 0) Mainloop::prefetch_tma_descriptors(p.mainloop);
+    if constexpr (kTmaTiles > 0) {
+      if (thread_idx == 0) {
+        for (int w = 0; w < 2; ++w)
+          for (int b = 0; b < 2; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring.full[w][b], 1);
+        cutlass::arch::fence_barrier_init();
+      }
+    }
 
     typename MainloopPipeline::Params pp;
     if (warp_group == 0 && warp_in_group == 0) pp.role = MainloopPipeline::ThreadCategory::Producer;
@@ -420,6 +647,13 @@ struct Sm90Gemm {
       for (int i = 0; i < kEpiSlots; ++i)
         scalars[i] = p.epi.scalars[i].ptr ? *p.epi.scalars[i].ptr : p.epi.scalars[i].value;
       uint8_t* arena = shared.epi[wg];
+      uint8_t* ring = nullptr;
+      uint64_t* full = nullptr;
+      if constexpr (kTmaTiles > 0) {
+        ring = &shared.ring.data[wg][0][0][0];
+        full = &shared.ring.full[wg][0];
+      }
+      const bool ring_on = uses_tile_ring(p.epi);
       PipelineState state;
       if (kPingpong && wg == 1) state.advance(p.k_tiles);
       TiledMma tiled_mma;
@@ -428,6 +662,13 @@ struct Sm90Gemm {
         int tm, tn;
         tile_of(t, tm, tn);
         auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
+        const bool run_epilogue = tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1);
+        // Tile operands of the tile's first chunk: loaded during the mainloop.
+        if (kTmaTiles > 0 && ring_on && run_epilogue && thread_idx % 128 == 0) {
+          int cm0, cn0;
+          row_block_origin(mma_thread_idx, 0, tm * kTileM, tn * kTileN, cm0, cn0);
+          issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
+        }
         // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a
         // control-flow merge (ptxas would copy them and spill).
         order.wait();
@@ -441,11 +682,17 @@ struct Sm90Gemm {
           clear(accum);
         }
         order.wait();
-        if (tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1)) {
+        if (run_epilogue) {
           switch (p.out_dtype) {  // uniform: one compact path per tile
-            case kDtBF16: epilogue<kDtBF16>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
-            case kDtFP16: epilogue<kDtFP16>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
-            default: epilogue<kDtFP32>(p, accum, scalars, arena, tm, tn, mma_thread_idx, wg, chunk_count); break;
+            case kDtBF16:
+              epilogue<kDtBF16>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
+              break;
+            case kDtFP16:
+              epilogue<kDtFP16>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
+              break;
+            default:
+              epilogue<kDtFP32>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
+              break;
           }
         }
         order.arrive();

@@ -64,6 +64,7 @@ struct QkvSqsum {
   static constexpr int kRowRstd = 0;
   static constexpr int kOutQkv = 0;
   static constexpr int kSegSumSq = 0;
+  static constexpr epi::Resources kResources{0, 0, 1, 0, 0};
   bool has_rstd = false;
   int64_t rope_cols = 0;  // q and k columns
 

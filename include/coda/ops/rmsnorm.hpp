@@ -70,6 +70,7 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
+  static constexpr epi::Resources kResources{1, 0, 0, 1, 0};  // one row sum; the residual via TMA
   bool has_residual = false;
 
   template <class Ctx>

@@ -73,9 +73,12 @@ struct Rope {
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
     if (f.n < rope_cols) {
-      const auto pos = static_cast<uint32_t>(ctx.row_int(kRowPos, f));
+      const int64_t pos = ctx.row_int(kRowPos, f);
       float s, c;
-      epi::rope_sincos(pos, ctx.col(kColFreq, f, (f.n % head_dim) / 2), &s, &c);
+      // pair index within the head (head dims are powers of two in practice: no 64-bit division)
+      const int64_t j = (head_dim & (head_dim - 1)) == 0 ? (f.n & (head_dim - 1)) : f.n % head_dim;
+      epi::rope_sincos(static_cast<uint32_t>(pos), ctx.col(kColFreq, f, j / 2), &s, &c);
+      if (pos < 0) s = c = NAN;  // a negative position poisons its row instead of rotating silently
       epi::rotate(&f.v[0], &f.v[1], s, c);
     }
     epi::store(f, ctx, kOut);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ struct BlockCheckResult {
 
 // The embedded default: a small LLaMA-3-shaped block with awkward M (not a multiple of any tile).
 Llama3Dims default_check_dims();
+
+// Runs the block on host tensors: the forward, and the backward when grads is not null.
+using BlockRunner = std::function<Status(const Llama3Dims&, const Llama3Weights&, const Llama3Activations&,
+                                         const Llama3Grads*)>;
+// The check with any runner (the emulator, the GPU through host mirrors); forward only when
+// backward is false (6 rows instead of 14).
+BlockCheckResult check_llama3_block(const Llama3Dims& dims, uint64_t seed, const BlockRunner& run, bool backward,
+                                    double eps = 1e-4);
 
 // Runs the block forward and backward through the CPU emulator.
 BlockCheckResult check_llama3_block_emulated(const Llama3Dims& dims, uint64_t seed, const emu::EmuConfig& cfg = {},

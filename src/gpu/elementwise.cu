@@ -1,0 +1,515 @@
+// The small GPU kernels outside the GEMMs: partial finishes, cross-entropy, QK-norm + RoPE, the
+// logits-free loss, weight-layout helpers and the unfused path's straightforward kernels. They use
+// the emulator's functors (coda/epilogue/*.hpp); every entry validates before launching.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "coda/epilogue/program.hpp"
+#include "coda/gpu.hpp"
+#include "launch_host.hpp"
+
+namespace coda {
+namespace {
+
+using namespace gpu_host;
+
+// ---- element access ---------------------------------------------------------------------------------
+
+struct Mat2 {  // a strided row-major matrix (or vector: ld = 1 per row, cols = 1)
+  void* p;
+  int64_t ld;
+  int dt;
+};
+Mat2 mat_of(const TensorView& t) {
+  if (!t.defined()) return {nullptr, 0, 0};
+  return {t.data(), t.rank() == 1 ? 1 : t.stride(0), static_cast<int>(t.dtype())};
+}
+
+__device__ __forceinline__ float ld_f(const void* p, int64_t i, int dt) {
+  switch (dt) {
+    case 0: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case 1: return __half2float(static_cast<const __half*>(p)[i]);
+    case 2: return static_cast<const float*>(p)[i];
+    default: return static_cast<float>(static_cast<const int*>(p)[i]);
+  }
+}
+__device__ __forceinline__ void st_f(void* p, int64_t i, int dt, float v) {
+  switch (dt) {
+    case 0: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case 1: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+__device__ __forceinline__ float at(const Mat2& m, int64_t r, int64_t c) { return ld_f(m.p, r * m.ld + c, m.dt); }
+__device__ __forceinline__ void put(const Mat2& m, int64_t r, int64_t c, float v) { st_f(m.p, r * m.ld + c, m.dt, v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// Sum over a block of blockDim.x (a multiple of 32, <= 1024) threads; every thread gets it.
+__device__ float block_sum(float v) {
+  __shared__ float part[32];
+  __shared__ float total;
+  v = warp_sum(v);
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  __syncthreads();
+  if (l == 0) part[w] = v;
+  __syncthreads();
+  if (w == 0) {
+    float s = l < int(blockDim.x / 32) ? part[l] : 0.0f;
+    s = warp_sum(s);
+    if (l == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+Status launch_status(const char* op) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return {};
+  return Status::cuda_error(std::string(op) + ": launch failed: " + cudaGetErrorString(e));
+}
+int blocks_for(int64_t n, int threads) { return static_cast<int>((n + threads - 1) / threads); }
+
+// ---- partial finishes ---------------------------------------------------------------------------------
+
+// One warp per row: rstd (mode 0), scale * sum (mode 1), log-sum-exp of LSE partials (mode 2).
+__global__ void row_finish_kernel(Mat2 part, int64_t rows, int64_t cols, float* out, int mode, float a, float b) {
+  const int64_t m = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (m >= rows) return;
+  if (mode == 2) {
+    epi::OnlineLse acc;
+    for (int64_t t = lane; t < cols; t += 32) {
+      const float v = at(part, m, t);
+      epi::OnlineLse p;
+      if (v != -INFINITY) {
+        p.max = v;
+        p.sum = 1.0f;
+      }
+      acc.merge(p);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      epi::OnlineLse p;
+      p.max = __shfl_xor_sync(0xffffffffu, acc.max, o);
+      p.sum = __shfl_xor_sync(0xffffffffu, acc.sum, o);
+      acc.merge(p);
+    }
+    if (lane == 0) out[m] = acc.value();
+    return;
+  }
+  float s = 0.0f;
+  for (int64_t t = lane; t < cols; t += 32) s += at(part, m, t);
+  s = warp_sum(s);
+  if (lane == 0) out[m] = mode == 0 ? epi::rms_rstd(s, a, b) : a * s;
+}
+
+Status row_finish(const char* op, const TensorView& partials, const TensorView& out, int mode, float a, float b,
+                  cudaStream_t stream) {
+  const int64_t rows = partials.rows();
+  if (rows == 0) return {};
+  CODA_TRY(check_device(op));
+  CODA_TRY(check_device_pointer(op, "partials", partials));
+  CODA_TRY(check_device_pointer(op, "out", out));
+  row_finish_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(mat_of(partials), rows, partials.cols(),
+                                                                      static_cast<float*>(out.data()), mode, a, b);
+  return launch_status(op);
+}
+
+// ---- cross-entropy ------------------------------------------------------------------------------------
+
+struct CeParams {
+  const float* lse;
+  const float* target_logit;
+  const int* targets;
+  int64_t rows;
+  int ignore;
+  int mean;
+  float* loss;
+  float* row_loss;
+  Mat2 logits, dlogits;
+  int64_t classes;
+  float dloss;
+  float* zdz;
+  float zdz_scale;
+};
+
+__device__ float ce_norm(const CeParams& p) {
+  float count = 0.0f;
+  for (int64_t m = threadIdx.x; m < p.rows; m += blockDim.x) count += p.targets[m] != p.ignore ? 1.0f : 0.0f;
+  count = block_sum(count);  // exact: integers below 2^24
+  return p.mean ? (count > 0.0f ? 1.0f / count : 0.0f) : 1.0f;
+}
+
+// One block: the reduced loss and the per-row losses.
+__global__ void ce_loss_kernel(CeParams p) {
+  const float norm = ce_norm(p);
+  float total = 0.0f;
+  for (int64_t m = threadIdx.x; m < p.rows; m += blockDim.x) {
+    const bool ignored = p.targets[m] == p.ignore;
+    const float rl = ignored ? 0.0f : p.lse[m] - p.target_logit[m];
+    total += rl;
+    if (p.row_loss) p.row_loss[m] = rl;
+  }
+  total = block_sum(total);
+  if (threadIdx.x == 0) p.loss[0] = total * norm;
+}
+
+// Rows strided over the grid: dlogits = (softmax - onehot) * dloss * norm, and ZdZ.
+__global__ void ce_grad_kernel(CeParams p) {
+  const float norm = ce_norm(p);
+  for (int64_t m = blockIdx.x; m < p.rows; m += gridDim.x) {
+    const int t = p.targets[m];
+    const bool ignored = t == p.ignore;
+    const float lse = p.lse[m];
+    const float scale = ignored ? 0.0f : p.dloss * norm;
+    float zdz = 0.0f;
+    for (int64_t v = threadIdx.x; v < p.classes; v += blockDim.x) {
+      const float logit = at(p.logits, m, v);
+      const float d = ignored ? 0.0f : (epi::exp_f(logit - lse) - (v == t ? 1.0f : 0.0f)) * scale;
+      zdz += logit * d;
+      put(p.dlogits, m, v, d);
+    }
+    if (p.zdz) {
+      zdz = block_sum(zdz);
+      if (threadIdx.x == 0) p.zdz[m] = p.zdz_scale * zdz;
+    }
+  }
+}
+
+// ---- QK-norm + RoPE -------------------------------------------------------------------------------------
+
+struct QkParams {
+  Mat2 qkv, sumsq, out;
+  const void* gamma_q;
+  const void* gamma_k;
+  int gq_dt, gk_dt;
+  const int* positions;
+  const float* freqs;
+  int64_t rows, hq, hkv, hd, segs, n;
+  float eps;
+};
+
+__global__ void qknorm_rope_kernel(QkParams p) {
+  const int64_t m = blockIdx.x;
+  const auto pos = p.positions[m];
+  const int64_t rope_cols = (p.hq + p.hkv) * p.hd;
+  const float inv_hd = 1.0f / static_cast<float>(p.hd);
+  for (int64_t c = 2 * threadIdx.x; c < p.n; c += 2 * blockDim.x) {
+    float x = at(p.qkv, m, c), y = c + 1 < p.n ? at(p.qkv, m, c + 1) : 0.0f;
+    if (c < rope_cols) {
+      const int64_t head = c / p.hd, j = c % p.hd;
+      float ss = 0.0f;
+      for (int64_t s = 0; s < p.segs; ++s) ss += at(p.sumsq, m, head * p.segs + s);
+      const float r = epi::rms_rstd(ss, inv_hd, p.eps);
+      const bool is_q = head < p.hq;
+      const void* g = is_q ? p.gamma_q : p.gamma_k;
+      const int gdt = is_q ? p.gq_dt : p.gk_dt;
+      x = x * r * ld_f(g, j, gdt);
+      y = y * r * ld_f(g, j + 1, gdt);
+      float s, co;
+      epi::rope_sincos(static_cast<uint32_t>(pos), p.freqs[j / 2], &s, &co);
+      if (pos < 0) s = co = NAN;
+      epi::rotate(&x, &y, s, co);
+    }
+    put(p.out, m, c, x);
+    if (c + 1 < p.n) put(p.out, m, c + 1, y);
+  }
+}
+
+// ---- unfused elementwise kernels ---------------------------------------------------------------------
+
+__global__ void add_kernel(Mat2 a, Mat2 b, Mat2 o, int64_t rows, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  put(o, r, c, at(a, r, c) + at(b, r, c));
+}
+
+__global__ void rmsnorm_kernel(Mat2 x, const void* w, int wdt, float eps, Mat2 o, float* rstd, int64_t cols) {
+  const int64_t m = blockIdx.x;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = at(x, m, c);
+    ss += v * v;
+  }
+  ss = block_sum(ss);
+  const float r = epi::rms_rstd(ss, 1.0f / static_cast<float>(cols), eps);
+  if (rstd && threadIdx.x == 0) rstd[m] = r;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) put(o, m, c, at(x, m, c) * r * ld_f(w, c, wdt));
+}
+
+__global__ void swiglu_kernel(Mat2 z, Mat2 o, int64_t rows, int64_t f) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * f) return;
+  const int64_t r = i / f, c = i % f;
+  put(o, r, c, epi::swiglu(at(z, r, 2 * c), at(z, r, 2 * c + 1)));
+}
+
+__global__ void rope_kernel(Mat2 q, const int* positions, const float* freqs, int64_t rows, int64_t hd,
+                            int64_t rope_cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t pairs = rope_cols / 2;
+  if (i >= rows * pairs) return;
+  const int64_t r = i / pairs, c = 2 * (i % pairs);
+  const int pos = positions[r];
+  float x = at(q, r, c), y = at(q, r, c + 1), s, co;
+  epi::rope_sincos(static_cast<uint32_t>(pos), freqs[(c % hd) / 2], &s, &co);
+  if (pos < 0) s = co = NAN;
+  epi::rotate(&x, &y, s, co);
+  put(q, r, c, x);
+  put(q, r, c + 1, y);
+}
+
+// out row r = src row map(r), element-wise copy; mode 0: interleave (a, b), 1: rotate-half -> pairs.
+__global__ void gather_rows_kernel(Mat2 a, Mat2 b, Mat2 o, int64_t rows, int64_t cols, int mode, int64_t hd,
+                                   int64_t rope_rows) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  float v;
+  if (mode == 0) {
+    v = (r & 1) ? at(b, r / 2, c) : at(a, r / 2, c);
+  } else {
+    int64_t src = r;
+    if (r < rope_rows) {
+      const int64_t head = r / hd, j = r % hd;
+      src = head * hd + ((j & 1) ? hd / 2 + j / 2 : j / 2);
+    }
+    v = at(a, src, c);
+  }
+  put(o, r, c, v);
+}
+
+}  // namespace
+
+// ---- entries --------------------------------------------------------------------------------------------
+
+Status rms_finish(const RmsFinishArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  return row_finish("rms_finish", args.partials, args.rstd_out, 0, 1.0f / static_cast<float>(args.dim), args.eps,
+                    stream);
+}
+
+Status lse_finish(const LseFinishArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  return row_finish("lse_finish", args.partials, args.lse_out, 2, 0.0f, 0.0f, stream);
+}
+
+Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream) {
+  const char* op = "cross_entropy";
+  CODA_TRY(validate(args));
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"lse", args.lse}, {"target_logit", args.target_logit},
+        {"targets", args.targets}, {"loss_out", args.loss_out}, {"row_loss_out", args.row_loss_out},
+        {"logits", args.logits}, {"dlogits_out", args.dlogits_out}, {"zdz_out", args.zdz_out}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  CeParams p{};
+  p.lse = static_cast<const float*>(args.lse.data());
+  p.target_logit = static_cast<const float*>(args.target_logit.data());
+  p.targets = static_cast<const int*>(args.targets.data());
+  p.rows = args.lse.rows();
+  p.ignore = args.ignore_index;
+  p.mean = args.reduction == Reduction::kMean;
+  p.loss = static_cast<float*>(args.loss_out.data());
+  p.row_loss = static_cast<float*>(args.row_loss_out.data());
+  p.logits = mat_of(args.logits);
+  p.dlogits = mat_of(args.dlogits_out);
+  p.classes = args.logits.defined() ? args.logits.cols() : 0;
+  p.dloss = args.dloss;
+  p.zdz = static_cast<float*>(args.zdz_out.data());
+  p.zdz_scale = args.zdz_scale;
+  // The gradient pass first: with dlogits in place of the logits, the loss pass reads neither.
+  if (args.dlogits_out.defined() && p.rows > 0) {
+    const int grid = static_cast<int>(std::min<int64_t>(p.rows, 4 * sm_count()));
+    ce_grad_kernel<<<grid, 512, 0, stream>>>(p);
+    CODA_TRY(launch_status(op));
+  }
+  ce_loss_kernel<<<1, 1024, 0, stream>>>(p);
+  return launch_status(op);
+}
+
+Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
+  const char* op = "qknorm_rope";
+  CODA_TRY(validate(args));
+  const int64_t rows = args.qkv.rows();
+  if (rows == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"sumsq", args.sumsq}, {"gamma_q", args.gamma_q},
+        {"gamma_k", args.gamma_k}, {"positions", args.positions}, {"freqs", args.freqs}, {"out", args.out}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  QkParams p{};
+  p.qkv = mat_of(args.qkv);
+  p.sumsq = mat_of(args.sumsq);
+  p.out = mat_of(args.out);
+  p.gamma_q = args.gamma_q.data();
+  p.gamma_k = args.gamma_k.data();
+  p.gq_dt = static_cast<int>(args.gamma_q.dtype());
+  p.gk_dt = static_cast<int>(args.gamma_k.dtype());
+  p.positions = static_cast<const int*>(args.positions.data());
+  p.freqs = static_cast<const float*>(args.freqs.data());
+  p.rows = rows;
+  p.hq = args.heads.heads_q;
+  p.hkv = args.heads.heads_kv;
+  p.hd = args.heads.head_dim;
+  p.segs = qk_segments(p.hd, CODA_PARTIAL_COLS);
+  p.n = args.heads.qkv_cols();
+  p.eps = args.eps;
+  qknorm_rope_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(p);
+  return launch_status(op);
+}
+
+size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v) {
+  const auto t = static_cast<size_t>(ceil_div(v, CODA_PARTIAL_COLS));
+  return (static_cast<size_t>(m) * (t + 2) * sizeof(float) + 255) / 256 * 256;
+}
+
+Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream) {
+  const char* op = args.rstd.defined() ? "lm_head_loss (rmsnorm)" : "lm_head_loss";
+  const int64_t m = args.a.rows(), v = args.b.rows();
+  const size_t need = lm_head_loss_workspace_bytes(m, v);
+  if (args.workspace_bytes < need || (need > 0 && !args.workspace))
+    return Status::invalid_argument(std::string(op) + ": argument 'workspace' must hold at least " +
+                                    std::to_string(need) + " bytes (lm_head_loss_workspace_bytes), got " +
+                                    std::to_string(args.workspace_bytes));
+  auto* base = static_cast<float*>(args.workspace);
+  const int64_t t = ceil_div(v, CODA_PARTIAL_COLS);
+  const TensorView partials = TensorView::matrix(base, DType::kFP32, m, t);
+  const TensorView target_logit = TensorView::vector(base + m * t, DType::kFP32, m);
+  const TensorView lse = args.lse_out.defined() ? args.lse_out
+                                                : TensorView::vector(base + m * (t + 1), DType::kFP32, m);
+  LmHeadLseArgs la{args.a, args.b, args.rstd, args.targets, args.ignore_index, {}, partials, target_logit};
+  CrossEntropyArgs ce;
+  ce.lse = lse;
+  ce.target_logit = target_logit;
+  ce.targets = args.targets;
+  ce.ignore_index = args.ignore_index;
+  ce.reduction = args.reduction;
+  ce.loss_out = args.loss_out;
+  ce.row_loss_out = args.row_loss_out;
+  // Everything is validated before the first launch.
+  CODA_TRY(validate(la));
+  CODA_TRY(validate(LseFinishArgs{partials, lse}));
+  CODA_TRY(validate(ce));
+  CODA_TRY(gemm_lse(la, stream));
+  CODA_TRY(lse_finish({partials, lse}, stream));
+  return cross_entropy(ce, stream);
+}
+
+Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out, cudaStream_t stream) {
+  const char* op = "interleave_gate_up";
+  ArgCheck check(op);
+  check.tensor("gate", gate, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t f = gate.rows(), k = gate.cols();
+  check.tensor("up", up, {f, k}, kStoreTypes, Layout::kAny)
+      .tensor("out", out, {2 * f, k}, kStoreTypes, Layout::kAny)
+      .same_dtype("gate", gate, "up", up)
+      .same_dtype("gate", gate, "out", out)
+      .rule(gate.rank() == 2 && gate.stride(1) == 1 && up.stride(1) == 1 && out.stride(1) == 1, "gate",
+            "and 'up' and 'out' must be row-major (unit column stride)")
+      .no_alias({{"out", out}}, {{"gate", gate}, {"up", up}});
+  CODA_TRY(check.status());
+  if (f == 0 || k == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] : {std::pair<const char*, TensorView>{"gate", gate}, {"up", up}, {"out", out}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  gather_rows_kernel<<<blocks_for(2 * f * k, 256), 256, 0, stream>>>(mat_of(gate), mat_of(up), mat_of(out), 2 * f, k,
+                                                                     0, 0, 0);
+  return launch_status(op);
+}
+
+Status permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out,
+                                          cudaStream_t stream) {
+  const char* op = "permute_rotate_half_to_interleaved";
+  ArgCheck check(op);
+  check.rule(heads.heads_q >= 1 && heads.heads_kv >= 1 && heads.head_dim >= 2 && heads.head_dim % 2 == 0, "heads",
+             "must have heads_q >= 1, heads_kv >= 1 and an even head_dim >= 2");
+  if (!check.ok()) return check.status();
+  const int64_t n3 = heads.qkv_cols();
+  check.tensor("w", w, {n3, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t k = w.cols();
+  check.tensor("out", out, {n3, k}, kStoreTypes, Layout::kAny)
+      .same_dtype("w", w, "out", out)
+      .rule(w.rank() == 2 && w.stride(1) == 1 && out.stride(1) == 1, "w", "and 'out' must be row-major (unit column stride)")
+      .no_alias({{"out", out}}, {{"w", w}});
+  CODA_TRY(check.status());
+  if (k == 0) return {};
+  CODA_TRY(check_device(op));
+  CODA_TRY(check_device_pointer(op, "w", w));
+  CODA_TRY(check_device_pointer(op, "out", out));
+  gather_rows_kernel<<<blocks_for(n3 * k, 256), 256, 0, stream>>>(mat_of(w), mat_of(w), mat_of(out), n3, k, 1,
+                                                                  heads.head_dim, heads.rope_cols());
+  return launch_status(op);
+}
+
+namespace unfused {
+
+Status add(const TensorView& a, const TensorView& b, const TensorView& out, cudaStream_t stream) {
+  ArgCheck check("unfused::add");
+  check.tensor("a", a, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  check.tensor("b", b, {a.rows(), a.cols()}, kStoreTypes, Layout::kAny)
+      .tensor("out", out, {a.rows(), a.cols()}, kStoreTypes, Layout::kAny);
+  CODA_TRY(check.status());
+  const int64_t n = a.rows() * a.cols();
+  if (n == 0) return {};
+  add_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(a), mat_of(b), mat_of(out), a.rows(), a.cols());
+  return launch_status("unfused::add");
+}
+
+Status rmsnorm(const TensorView& x, const TensorView& w, float eps, const TensorView& out, const TensorView& rstd_out,
+               cudaStream_t stream) {
+  ArgCheck check("unfused::rmsnorm");
+  check.tensor("x", x, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  check.tensor("w", w, {x.cols()}, kFloatTypes)
+      .tensor("out", out, {x.rows(), x.cols()}, kStoreTypes, Layout::kAny)
+      .optional("rstd_out", rstd_out, {x.rows()}, kFP32Only);
+  CODA_TRY(check.status());
+  if (x.rows() == 0) return {};
+  rmsnorm_kernel<<<static_cast<unsigned>(x.rows()), 256, 0, stream>>>(
+      mat_of(x), w.data(), static_cast<int>(w.dtype()), eps, mat_of(out), static_cast<float*>(rstd_out.data()),
+      x.cols());
+  return launch_status("unfused::rmsnorm");
+}
+
+Status swiglu(const TensorView& z, const TensorView& o, cudaStream_t stream) {
+  ArgCheck check("unfused::swiglu");
+  check.tensor("z", z, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  check.rule(z.cols() % 2 == 0, "z", "must have an even number of columns (interleaved gate/up)")
+      .tensor("o", o, {z.rows(), z.cols() / 2}, kStoreTypes, Layout::kAny);
+  CODA_TRY(check.status());
+  const int64_t n = z.rows() * (z.cols() / 2);
+  if (n == 0) return {};
+  swiglu_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(z), mat_of(o), z.rows(), z.cols() / 2);
+  return launch_status("unfused::swiglu");
+}
+
+Status rope(const TensorView& qkv, const TensorView& positions, const TensorView& freqs, const HeadDims& heads,
+            cudaStream_t stream) {
+  ArgCheck check("unfused::rope");
+  check.tensor("qkv", qkv, {-1, heads.qkv_cols()}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  check.tensor("positions", positions, {qkv.rows()}, kInt32Only)
+      .tensor("freqs", freqs, {heads.head_dim / 2}, kFP32Only)
+      .rule(heads.head_dim % 2 == 0, "heads", "must have an even head_dim");
+  CODA_TRY(check.status());
+  const int64_t n = qkv.rows() * (heads.rope_cols() / 2);
+  if (n == 0) return {};
+  rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(qkv), static_cast<const int*>(positions.data()),
+                                                      static_cast<const float*>(freqs.data()), qkv.rows(),
+                                                      heads.head_dim, heads.rope_cols());
+  return launch_status("unfused::rope");
+}
+
+}  // namespace unfused
+}  // namespace coda

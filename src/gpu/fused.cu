@@ -1,0 +1,203 @@
+// Forward fused operators on the GPU: validation (the emulator's validate()), GPU-only rules,
+// epilogue bindings, launch of the fused kernel.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+#include "coda/gpu.hpp"
+#include "fused_instances.hpp"
+#include "launch_host.hpp"
+
+namespace coda::sm90 {
+CODA_FUSED_ALL(CODA_GEMM_EXTERN)
+}  // namespace coda::sm90
+
+namespace coda {
+namespace {
+
+using namespace gpu_host;
+using sm90::LaunchArgs;
+
+struct Named {
+  const char* name;
+  TensorView t;
+};
+
+// The checks every GPU entry makes after validate(): a usable sm_90 device, device pointers.
+Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
+  CODA_TRY(check_device(op));
+  for (const Named& n : tensors) CODA_TRY(check_device_pointer(op, n.name, n.t));
+  return {};
+}
+
+// Launch a fused program on a [M, K] x b [N, K] (forward form only).
+template <class Program>
+Status run_fused(const char* op, const TensorView& a, const TensorView& b, LaunchArgs<Program>& L,
+                 cudaStream_t stream) {
+  if (!k_major(a) || !k_major(b))
+    return Status::not_supported(std::string(op) +
+                                 ": fused operators run the forward form: arguments 'a' [M, K] and 'b' [N, K] must "
+                                 "both be row-major (unit stride along K)");
+  L.a = a.data();
+  L.lda = lead_stride(a, true);
+  L.b = b.data();
+  L.ldb = lead_stride(b, true);
+  L.m = a.rows();
+  L.n = b.rows();
+  L.k = a.cols();
+  L.debug = debug_flags();
+  GemmProblem prob;
+  prob.m = L.m;
+  prob.n = L.n;
+  prob.k = L.k;
+  prob.in = a.dtype();
+  prob.op = op;
+  prob.sm_count = sm_count();
+  GemmConfig c = choose_config(prob);
+  c.variant = KernelVariant::k128x256_c2x1;  // the variant fused programs are compiled for
+  L.config = c;
+  if (env_on("CODA_PRINT_CONFIG")) std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
+  if (a.dtype() == DType::kBF16) return sm90::launch_variant<cutlass::bfloat16_t, true, true, 0, Program>(L, stream);
+  return sm90::launch_variant<cutlass::half_t, true, true, 0, Program>(L, stream);
+}
+
+sm90::EpiVector vec_of(const TensorView& t) {
+  sm90::EpiVector v;
+  if (t.defined()) {
+    v.ptr = t.data();
+    v.dtype = dtype_code(t.dtype());
+  }
+  return v;
+}
+
+int log2_exact(int64_t v) {
+  int s = 0;
+  while ((int64_t{1} << s) < v) ++s;
+  return (int64_t{1} << s) == v ? s : -1;
+}
+
+Status swiglu_impl(const char* op, const SwigluArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"z_out", args.z_out},
+                                {"o_out", args.o_out}}));
+  using P = programs::Swiglu;
+  LaunchArgs<P> L;
+  L.program.has_rstd = args.rstd.defined();
+  L.program.has_z = args.z_out.defined();
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  CODA_TRY(bind_output(L.epi, P::kOutZ, args.z_out, op));
+  CODA_TRY(bind_output(L.epi, P::kOutO, args.o_out, op, 1));
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
+Status rope_impl(const char* op, const RopeArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"positions", args.positions},
+                                {"freqs", args.freqs}, {"out", args.out}}));
+  using P = programs::Rope;
+  LaunchArgs<P> L;
+  L.program.has_rstd = args.rstd.defined();
+  L.program.head_dim = args.heads.head_dim;
+  L.program.rope_cols = args.heads.rope_cols();
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  L.epi.row_ints[P::kRowPos] = vec_of(args.positions);
+  L.epi.cols[P::kColFreq] = vec_of(args.freqs);
+  CODA_TRY(bind_output(L.epi, P::kOut, args.out, op));
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
+Status lse_impl(const char* op, const LmHeadLseArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"targets", args.targets},
+                                {"logits_out", args.logits_out}, {"lse_partials", args.lse_partials},
+                                {"target_logit_out", args.target_logit_out}}));
+  using P = programs::LmHeadLse;
+  LaunchArgs<P> L;
+  L.program.has_rstd = args.rstd.defined();
+  L.program.has_logits = args.logits_out.defined();
+  L.program.ignore_index = args.ignore_index;
+  L.program.classes = args.b.rows();
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  L.epi.row_ints[P::kRowTargets] = vec_of(args.targets);
+  CODA_TRY(bind_output(L.epi, P::kOutLogits, args.logits_out, op));
+  L.epi.row_outs[P::kRowOutTarget] = static_cast<float*>(args.target_logit_out.data());
+  L.epi.row_lses[P::kRowLse] = partial_of(args.lse_partials);
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
+Status require_rstd(const char* op, const TensorView& rstd) {
+  if (!rstd.defined())
+    return Status::invalid_argument(std::string(op) + ": argument 'rstd' is required (the RMSNorm of the GEMM input); "
+                                    "use the operator without 'rmsnorm' in its name to run without it");
+  return {};
+}
+
+}  // namespace
+
+Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
+  const char* op = "gemm_residual_rmsnorm_partial";
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"residual", args.residual},
+                                {"norm_weight", args.norm_weight}, {"x_out", args.x_out}, {"h_out", args.h_out},
+                                {"partials", args.partials}}));
+  using P = programs::ResidualRmsNormPartial;
+  LaunchArgs<P> L;
+  L.program.has_residual = args.residual.defined();
+  L.epi.scalars[P::kAlpha].value = args.alpha;
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileResidual, args.residual, op));
+  L.epi.cols[P::kColNormWeight] = vec_of(args.norm_weight);
+  CODA_TRY(bind_output(L.epi, P::kOutX, args.x_out, op));
+  CODA_TRY(bind_output(L.epi, P::kOutH, args.h_out, op));
+  L.epi.row_sums[P::kRowSumSq] = partial_of(args.partials);
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
+Status gemm_swiglu(const SwigluArgs& args, cudaStream_t stream) {
+  return swiglu_impl(args.rstd.defined() ? "gemm_rmsnorm_swiglu" : "gemm_swiglu", args, stream);
+}
+Status gemm_rmsnorm_swiglu(const SwigluArgs& args, cudaStream_t stream) {
+  CODA_TRY(require_rstd("gemm_rmsnorm_swiglu", args.rstd));
+  return swiglu_impl("gemm_rmsnorm_swiglu", args, stream);
+}
+Status gemm_rope(const RopeArgs& args, cudaStream_t stream) {
+  return rope_impl(args.rstd.defined() ? "gemm_rmsnorm_rope" : "gemm_rope", args, stream);
+}
+Status gemm_rmsnorm_rope(const RopeArgs& args, cudaStream_t stream) {
+  CODA_TRY(require_rstd("gemm_rmsnorm_rope", args.rstd));
+  return rope_impl("gemm_rmsnorm_rope", args, stream);
+}
+Status gemm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
+  return lse_impl(args.rstd.defined() ? "gemm_rmsnorm_lse" : "gemm_lse", args, stream);
+}
+Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
+  CODA_TRY(require_rstd("gemm_rmsnorm_lse", args.rstd));
+  return lse_impl("gemm_rmsnorm_lse", args, stream);
+}
+
+Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {
+  const char* op = "gemm_qkv_sqsum";
+  CODA_TRY(validate(args));
+  const int64_t segs = qk_segments(args.heads.head_dim, CODA_PARTIAL_COLS);
+  const int64_t seg_cols = args.heads.head_dim / segs;
+  if (CODA_PARTIAL_COLS / seg_cols > 8)
+    return Status::not_supported(std::string(op) + ": argument 'heads' has head_dim " +
+                                 std::to_string(args.heads.head_dim) + "; the GPU kernel needs head_dim >= 32");
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"qkv_out", args.qkv_out},
+                                {"sumsq_out", args.sumsq_out}}));
+  using P = programs::QkvSqsum;
+  LaunchArgs<P> L;
+  L.program.has_rstd = args.rstd.defined();
+  L.program.rope_cols = args.heads.rope_cols();
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  CODA_TRY(bind_output(L.epi, P::kOutQkv, args.qkv_out, op));
+  L.epi.seg_sums[P::kSegSumSq] = partial_of(args.sumsq_out, log2_exact(seg_cols));
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
+}  // namespace coda

@@ -1,0 +1,87 @@
+// Shared pieces of the GPU benchmarks: the L2-flushing event timer, the run's ceilings, filters.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "coda/device_util.hpp"
+
+namespace coda::cli {
+
+using dev::Buffer;
+
+class Timer {
+ public:
+  explicit Timer(size_t flush_bytes) : flush_(flush_bytes) {
+    dev::check(cudaEventCreate(&e0_), "event");
+    dev::check(cudaEventCreate(&e1_), "event");
+  }
+  ~Timer() {
+    cudaEventDestroy(e0_);
+    cudaEventDestroy(e1_);
+  }
+  // One timed run (us) of fn after an L2 flush.
+  double once_us(const std::function<void()>& fn, int salt) {
+    dev::check(cudaMemsetAsync(flush_.get(), salt & 0xff, flush_.bytes()), "flush");
+    dev::check(cudaEventRecord(e0_), "record");
+    fn();
+    dev::check(cudaEventRecord(e1_), "record");
+    dev::check(cudaEventSynchronize(e1_), "sync");
+    float ms = 0;
+    dev::check(cudaEventElapsedTime(&ms, e0_, e1_), "elapsed");
+    return 1000.0 * ms;
+  }
+  // Median time (us) of `reps` runs of fn, L2 flushed before each.
+  double median_us(const std::function<void()>& fn, int reps, int warmup = 2) {
+    return median_us_interleaved({fn}, reps, warmup)[0];
+  }
+  // Medians of several functions timed round-robin (fn0, fn1, ..., fn0, ...), so that clock and
+  // temperature drift during the measurement affects each of them alike.
+  std::vector<double> median_us_interleaved(const std::vector<std::function<void()>>& fns, int reps, int warmup = 2) {
+    for (const auto& fn : fns)
+      for (int i = 0; i < warmup; ++i) fn();
+    std::vector<std::vector<double>> t(fns.size());
+    for (int r = 0; r < reps; ++r)
+      for (size_t i = 0; i < fns.size(); ++i) t[i].push_back(once_us(fns[i], r));
+    std::vector<double> med;
+    for (auto& v : t) {
+      std::sort(v.begin(), v.end());
+      med.push_back(v[v.size() / 2]);
+    }
+    return med;
+  }
+
+ private:
+  Buffer flush_;
+  cudaEvent_t e0_, e1_;
+};
+
+struct Ceilings {
+  double copy_gbps = 0;  // bytes read + written per second / 1e9
+  double gemm_tflops = 0;
+};
+
+
+inline double geomean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return v.empty() ? 0.0 : std::exp(s / double(v.size()));
+}
+
+inline bool selected(const Options& opt, const std::string& name) {
+  if (opt.filters.empty()) return true;
+  for (const std::string& f : opt.filters)
+    if (name.find(f) != std::string::npos) return true;
+  return false;
+}
+
+
+// The fused benchmarks (op.*, block.*, lmhead.*): appends JSON records (without the brackets) to
+// `json` and returns false on a failure (message printed).
+bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uint64_t seed, std::string& json);
+
+}  // namespace coda::cli
