@@ -40,6 +40,12 @@ for s in "${steps[@]}"; do
       log "GPU tests"
       timeout 540 build/tests/coda_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED)|Failure|error|OK \]" | tail -n 60
       log "tests rc=${PIPESTATUS[0]}"
+      for v in 0 2; do  # every fused operator test again on each compiled fused variant
+        log "fused operator tests with CODA_FUSED_VARIANT=$v"
+        CODA_FUSED_VARIANT=$v timeout 300 build/tests/coda_gpu_tests --gtest_filter='GpuOps.*' 2>&1 |
+          tee "$OUT/gpu_tests_variant$v.log" | grep -E "^\[  (FAILED|PASSED)|Failure" | tail -n 20
+        log "variant $v rc=${PIPESTATUS[0]}"
+      done
       ;;
     sanitizer)
       for tool in memcheck racecheck; do

@@ -51,25 +51,30 @@ double wave_efficiency(int64_t tiles, int sms) {
 }  // namespace
 
 GemmConfig choose_config(const GemmProblem& p) {
-  // Measured on an H200 (bench/results/h200): the cooperative 128x256 tile is best for wide
-  // outputs (N >= 16384) and long reductions; the 128x128 pingpong kernel, whose epilogue overlaps
-  // the other warpgroup's mainloop, is best for K <= 4096, and wherever its smaller tiles fill the
-  // last wave clearly better (e.g. weight gradients with small M x N).
+  // Measured on an H200 (bench/results/h200): the 128x128 pingpong kernel, whose epilogue overlaps
+  // the other warpgroup's mainloop, is best for K <= 4096 (wide outputs included since the
+  // epilogue runs as a compact loop); the cooperative 128x256 tile for long reductions, unless the
+  // pingpong's smaller tiles fill the last wave clearly better (e.g. weight gradients with small
+  // M x N).
   const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
   const int sms = p.sm_count > 0 ? p.sm_count : 132;
   GemmConfig c;
-  if (p.n >= 16384) {
-    c.variant = coop;
-  } else if (p.k <= 4096) {
+  if (p.k <= 4096) {
     c.variant = pp;
   } else {
     c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
   }
   const int64_t tiles_m = (p.m + variant_tile_m(c.variant) - 1) / variant_tile_m(c.variant);
   const int64_t tiles_n = (p.n + variant_tile_n(c.variant) - 1) / variant_tile_n(c.variant);
-  // Bands across the longer dimension: consecutive tiles reuse the shorter operand from L2.
+  // Bands across the longer dimension: consecutive tiles reuse the shorter operand from L2. Wide
+  // outputs (gate/up, LM head): narrow M bands when N is not much longer than M, long N bands
+  // for the vocabulary.
   c.raster_n = tiles_n > tiles_m;
   c.swizzle = 8;
+  if (p.n >= 16384 && c.variant == pp) {
+    c.raster_n = tiles_n > 2 * tiles_m;
+    c.swizzle = c.raster_n ? 16 : 2;
+  }
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "coda/gpu.hpp"
@@ -31,6 +32,13 @@ Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
   return {};
 }
 
+Status zero(const char* op, const sm90::EpiPartial& t, int64_t rows, cudaStream_t stream, int byte = 0) {
+  const cudaError_t e = cudaMemsetAsync(t.ptr, byte, static_cast<size_t>(rows * t.ld) * sizeof(float), stream);
+  if (e == cudaSuccess) return {};
+  cudaGetLastError();
+  return Status::cuda_error(std::string(op) + ": zeroing the partials failed: " + cudaGetErrorString(e));
+}
+
 // Launch a fused program on a [M, K] x b [N, K] (forward form only).
 template <class Program>
 Status run_fused(const char* op, const TensorView& a, const TensorView& b, LaunchArgs<Program>& L,
@@ -55,11 +63,41 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.op = op;
   prob.sm_count = sm_count();
   GemmConfig c = choose_config(prob);
-  c.variant = KernelVariant::k128x256_c2x1;  // the variant fused programs are compiled for
+  // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. Measured on an H200
+  // (bench/results/h200): with a program in the epilogue, the cooperative kernel (both
+  // warpgroups in the epilogue at once) wins for LSE partials and for the 1B-sized projections
+  // (K <= 2048, N <= 4096); the pingpong kernel (epilogue overlapping the other warpgroup's
+  // mainloop) for the wide and long ones.
+  const bool coop = epi::resources_of<Program>().row_lses > 0 || (prob.k <= 2048 && prob.n <= 4096);
+  c.variant = coop ? KernelVariant::k128x256_c2x1 : KernelVariant::k128x128_pp_c2x1;
+  if (coop) {
+    const int64_t tm = (prob.m + 127) / 128, tn = (prob.n + 255) / 256;
+    c.raster_n = tn > tm;
+    c.swizzle = 8;
+  }
+  if (const char* v = std::getenv("CODA_FUSED_VARIANT")) {  // benchmarks: force a compiled variant
+    if (std::string(v) == "0") c.variant = KernelVariant::k128x256_c2x1;
+    if (std::string(v) == "2") c.variant = KernelVariant::k128x128_pp_c2x1;
+  }
   L.config = c;
-  if (env_on("CODA_PRINT_CONFIG")) std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
-  if (a.dtype() == DType::kBF16) return sm90::launch_variant<cutlass::bfloat16_t, true, true, 0, Program>(L, stream);
-  return sm90::launch_variant<cutlass::half_t, true, true, 0, Program>(L, stream);
+  if (env_on("CODA_PRINT_CONFIG"))
+    std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
+  // A 128-column tile adds half of each 256-column granule atomically: start from zeros.
+  const int tile_n = variant_tile_n(c.variant);
+  for (int i = 0; i < sm90::kEpiSlots; ++i) {
+    const sm90::EpiPartial& rs = L.epi.row_sums[i];
+    if (rs.ptr && tile_n < CODA_PARTIAL_COLS) CODA_TRY(zero(op, rs, L.m, stream));
+    const sm90::EpiPartial& ss = L.epi.seg_sums[i];
+    if (ss.ptr && (int64_t{1} << ss.seg_shift) > tile_n) CODA_TRY(zero(op, ss, L.m, stream));
+    const sm90::EpiPartial& ls = L.epi.row_lses[i];  // halves merge into the "empty" pattern
+    if (ls.ptr && tile_n < CODA_PARTIAL_COLS) CODA_TRY(zero(op, ls, L.m, stream, 0xff));
+  }
+  const bool bf16 = a.dtype() == DType::kBF16;
+  if (c.variant == KernelVariant::k128x128_pp_c2x1)
+    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, true, 2, Program>(L, stream)
+                : sm90::launch_variant<cutlass::half_t, true, true, 2, Program>(L, stream);
+  return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, true, 0, Program>(L, stream)
+              : sm90::launch_variant<cutlass::half_t, true, true, 0, Program>(L, stream);
 }
 
 sm90::EpiVector vec_of(const TensorView& t) {

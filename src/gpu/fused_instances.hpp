@@ -1,5 +1,6 @@
-// The compiled fused-operator kernels: forward form (A and B K-major), the 128x256 cooperative
-// variant (one 256-column partial granule per tile), one instantiation per (element, program).
+// The compiled fused-operator kernels: forward form (A and B K-major); the 128x256 cooperative and
+// the 128x128 pingpong variants (the heuristic picks, as for the plain GEMM); one instantiation per
+// (element, variant, program).
 #pragma once
 
 #include "coda/ops.hpp"
@@ -7,10 +8,15 @@
 
 #define CODA_FUSED_KERNELS(X, E)                                      \
   X(E, true, true, 0, ::coda::programs::ResidualRmsNormPartial)       \
+  X(E, true, true, 2, ::coda::programs::ResidualRmsNormPartial)       \
   X(E, true, true, 0, ::coda::programs::Swiglu)                       \
+  X(E, true, true, 2, ::coda::programs::Swiglu)                       \
   X(E, true, true, 0, ::coda::programs::Rope)                         \
+  X(E, true, true, 2, ::coda::programs::Rope)                         \
   X(E, true, true, 0, ::coda::programs::QkvSqsum)                     \
-  X(E, true, true, 0, ::coda::programs::LmHeadLse)
+  X(E, true, true, 2, ::coda::programs::QkvSqsum)                     \
+  X(E, true, true, 0, ::coda::programs::LmHeadLse)                    \
+  X(E, true, true, 2, ::coda::programs::LmHeadLse)
 
 #define CODA_FUSED_ALL(X)                    \
   CODA_FUSED_KERNELS(X, cutlass::bfloat16_t) \

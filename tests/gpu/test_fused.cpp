@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -408,6 +409,58 @@ TEST_F(GpuOps, BadInputWritesNothing) {
     }
 }
 
+// ---- the C ABI gives the C++ entry points' results, bit for bit ----------------------------------------
+
+TEST_F(GpuOps, CAbiMatchesCpp) {
+  std::mt19937_64 g(test::seed());
+  const int64_t m = 70, k = 72, f = 136;
+  Dual a = random_dual(g(), kBF16, m, k, 1.0f), w = random_dual(g(), kBF16, 2 * f, k, 0.2f);
+  Dual r = vec_dual(Vec(static_cast<size_t>(m), 0.75), kFP32);
+  Dual z1 = out_dual(kBF16, m, 2 * f), o1 = out_dual(kBF16, m, f), z2 = out_dual(kBF16, m, 2 * f), o2 = out_dual(kBF16, m, f);
+  CODA_ASSERT_OK(gemm_rmsnorm_swiglu({a.view(), w.view(), r.view(), z1.view(), o1.view()}));
+  coda_tensor_t ta = a.view().desc, tw = w.view().desc, tr = r.view().desc, tz = z2.view().desc, to = o2.view().desc;
+  ASSERT_EQ(coda_gemm_rmsnorm_swiglu(&ta, &tw, &tr, &tz, &to, nullptr), CODA_SUCCESS) << coda_last_error();
+  fetch(z1), fetch(o1), fetch(z2), fetch(o2);
+  EXPECT_EQ(std::memcmp(z1.host.data(), z2.host.data(), z1.host.bytes()), 0);
+  EXPECT_EQ(std::memcmp(o1.host.data(), o2.host.data(), o1.host.bytes()), 0);
+
+  // Frequencies through C equal the C++ helper's.
+  std::vector<float> fc(32);
+  ASSERT_EQ(coda_rope_frequencies(fc.data(), 64, 500000.0, 8.0, 1.0, 4.0, 8192.0), CODA_SUCCESS);
+  const std::vector<float> fcpp = rope_frequencies(64, 500000.0, RopeScaling{8.0, 1.0, 4.0, 8192.0});
+  EXPECT_EQ(fc, fcpp);
+  EXPECT_EQ(coda_rope_frequencies(fc.data(), 63, 500000.0, 0, 1, 4, 8192), CODA_ERROR_INVALID_ARGUMENT);
+
+  // The logits-free loss through C, and its workspace rule.
+  std::vector<int32_t> t(static_cast<size_t>(m), 5);
+  HostTensor tt = from_ints(t);
+  dev::DeviceTensor dt = dev::upload(tt);
+  Dual loss1 = out_dual(kFP32, 1, 0), loss2 = out_dual(kFP32, 1, 0);
+  const size_t wsb = coda_lm_head_loss_workspace_bytes(m, 2 * f);
+  EXPECT_EQ(wsb, lm_head_loss_workspace_bytes(m, 2 * f));
+  dev::Buffer ws(wsb);
+  LmHeadLossArgs la;
+  la.a = a.view();
+  la.b = w.view();
+  la.targets = dt.view;
+  la.loss_out = loss1.view();
+  la.workspace = ws.get();
+  la.workspace_bytes = ws.bytes();
+  CODA_ASSERT_OK(lm_head_loss(la));
+  coda_tensor_t tl = loss2.view().desc, tg = dt.view.desc;
+  ASSERT_EQ(coda_lm_head_loss(&ta, &tw, nullptr, &tg, CODA_IGNORE_INDEX, CODA_REDUCTION_MEAN, &tl, nullptr, nullptr,
+                              ws.get(), ws.bytes(), nullptr),
+            CODA_SUCCESS)
+      << coda_last_error();
+  EXPECT_EQ(coda_lm_head_loss(&ta, &tw, nullptr, &tg, CODA_IGNORE_INDEX, CODA_REDUCTION_MEAN, &tl, nullptr, nullptr,
+                              ws.get(), ws.bytes() - 4, nullptr),
+            CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error()).find("argument 'workspace'"), std::string::npos) << coda_last_error();
+  fetch(loss1), fetch(loss2);
+  EXPECT_EQ(loss1.host.get(0), loss2.host.get(0));
+  EXPECT_TRUE(std::isfinite(loss1.host.get(0)));
+}
+
 // ---- weight-layout helpers -------------------------------------------------------------------------------
 
 TEST_F(GpuOps, WeightLayoutHelpers) {
@@ -505,7 +558,9 @@ TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
       const uint64_t seed = test::seed();
       SCOPED_TRACE(std::string(unfused ? "unfused" : "fused") + " M " + std::to_string(d.tokens) + " d " +
                    std::to_string(d.hidden) + " seed " + std::to_string(seed));
-      const BlockCheckResult r = check_llama3_block_gpu(d, seed, unfused);
+      // One token is a single sample of rounding noise: the rule gets a floor there (as in the
+      // emulator's single-row cases).
+      const BlockCheckResult r = check_llama3_block_gpu(d, seed, unfused, d.tokens == 1 ? 1e-2 : 1e-4);
       ASSERT_TRUE(r.error.empty()) << r.error;
       ASSERT_EQ(r.rows.size(), 6u);
       for (const ErrorRow& row : r.rows) {

@@ -27,6 +27,14 @@ CODA_HD float log_f(float x) {
 #endif
 }
 
+CODA_HD float log1p_f(float x) {
+#if CODA_DEVICE_CODE
+  return log1pf(x);
+#else
+  return std::log1p(x);
+#endif
+}
+
 CODA_HD float rsqrt_f(float x) {
 #if CODA_DEVICE_CODE
   return rsqrtf(x);

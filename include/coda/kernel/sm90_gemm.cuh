@@ -69,6 +69,21 @@ CUTE_DEVICE void tma_load_2d(const CUtensorMap* desc, uint32_t smem, uint64_t* b
       : "memory");
 }
 
+// Merge an LSE value into a partial that holds the empty pattern (all bits set, a NaN no merge
+// produces: NaN contributions are canonicalized) or the other half's value. epi::lse_merge is
+// symmetric, so the result is the same whichever half arrives first.
+CUTE_DEVICE void lse_merge_into(float* p, float v) {
+  if (v != v) v = __int_as_float(0x7fc00000);
+  auto* w = reinterpret_cast<unsigned int*>(p);
+  unsigned int old = *reinterpret_cast<volatile unsigned int*>(w);
+  while (true) {
+    const float merged = old == 0xffffffffu ? v : epi::lse_merge(__uint_as_float(old), v);
+    const unsigned int seen = atomicCAS(w, old, __float_as_uint(merged));
+    if (seen == old) break;
+    old = seen;
+  }
+}
+
 // Staging of TMA-loaded tile operands: per consumer warpgroup two slots (double buffering), each
 // holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction barrier per slot.
 template <int kTiles, int kSlotBytes>
@@ -136,8 +151,12 @@ struct Sm90Gemm {
   // What the program needs beyond same-width outputs (epilogue/program.hpp).
   static constexpr epi::Resources kRes = epi::resources_of<Program>();
   static constexpr bool kHasPartials = kRes.row_sums + kRes.row_lses + kRes.seg_sums > 0;
-  static_assert(!kHasPartials || kTileN == 256,
-                "per-row partials are flushed once per tile: the tile must span one 256-column granule");
+  // Partials are flushed per accumulator row block. A 256-column tile owns its granule (plain
+  // stores); a 128-column tile holds half of one and adds its half atomically to a zeroed tensor
+  // (exactly two contributions onto 0: the sum is the same in either order).
+  // LSE partials of two halves merge by a symmetric rule (lse_merge) through a compare-and-swap on a
+  // tensor filled with an "empty" pattern, so the result does not depend on which half lands first.
+  static_assert(!kHasPartials || kTileN == 256 || kTileN == 128, "partials need 128- or 256-column tiles");
   static constexpr int kTmaTiles = kRes.tma_tiles;
   static constexpr int kTileSlotBytes = kChunkRows * 128;  // a 64 x 64 chunk of a 16-bit tile
   static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
@@ -171,7 +190,7 @@ struct Sm90Gemm {
                     decltype(cute::stride<0, 1>(AccLayout{}))::value == 2 &&
                     decltype(cute::stride<0, 2>(AccLayout{}))::value == 4,
                 "accumulator value order (x, b, j) expected to be compact");
-  static constexpr int kRowsPerThread = 2 * kMmaM;  // accumulator rows a thread holds per tile
+  static constexpr int kRowsPerThread = 2;  // accumulator rows a thread holds per row block
 
   // Pingpong: the math and epilogue phases of the two consumer warpgroups take turns
   // (mma 0 | mma 1 + epilogue 0 | mma 2 + epilogue 1 ...).
@@ -215,7 +234,9 @@ struct Sm90Gemm {
   // after inlining). Rows: slot 2 mi + b for accumulator row block mi and half b.
   struct TileAcc {
     float rs[kRes.row_sums > 0 ? kRes.row_sums : 1][kRowsPerThread];
-    epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread];
+    // four independent running states per row (by column block): the online update is a serial
+    // dependency chain, four chains keep the pipelines busy
+    epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread][4];
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
   };
 
@@ -305,9 +326,11 @@ struct Sm90Gemm {
       }
     }
     CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const { p.epi.row_outs[o][f.m] = v; }
-    CUTE_DEVICE int row_slot(const epi::Frag& f) const { return (kMmaM == 1 ? 0 : 2 * mi) + ((f.lr >> 3) & 1); }
+    CUTE_DEVICE int row_slot(const epi::Frag& f) const { return (f.lr >> 3) & 1; }
     CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v) const { acc.rs[r][row_slot(f)] += v; }
-    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v) const { acc.lse[r][row_slot(f)].add(v); }
+    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v) const {
+      acc.lse[r][row_slot(f)][(f.lc >> 3) & 3].add(v);
+    }
     CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int64_t n, float v) const {
       const int k = int(n - tile_n0) >> p.epi.seg_sums[s].seg_shift;
       CUTE_UNROLL
@@ -397,51 +420,65 @@ struct Sm90Gemm {
     return any;
   }
 
-  // Flush the tile's partial reductions: a quad of lanes shares each row (NOTES at the top).
-  CUTE_DEVICE static void flush_partials(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx) {
+  // Flush the partial reductions of accumulator row block mi and reset them: a quad of lanes shares
+  // each row (NOTES at the top).
+  CUTE_DEVICE static void flush_partials(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx,
+                                         int mi) {
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
     TiledMma tiled_mma;
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
     const bool writer = (threadIdx.x & 3) == 0;
+    const int gn0 = tile_n * kTileN;
     CUTE_UNROLL
-    for (int mi = 0; mi < kMmaM; ++mi) {
+    for (int b = 0; b < 2; ++b) {
+      const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
+      const bool live = writer && m < p.m;
       CUTE_UNROLL
-      for (int b = 0; b < 2; ++b) {
-        const int slot = 2 * mi + b;
-        const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
-        const bool live = writer && m < p.m;
+      for (int r = 0; r < kRes.row_sums; ++r) {
+        float v = acc.rs[r][b];
+        acc.rs[r][b] = 0.0f;
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        const EpiPartial& P = p.epi.row_sums[r];
+        if (live && P.ptr) {
+          if constexpr (kTileN == 256) P.ptr[int64_t(m) * P.ld + tile_n] = v;
+          else atomicAdd(P.ptr + int64_t(m) * P.ld + gn0 / 256, v);
+        }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.row_lses; ++r) {
+        epi::OnlineLse l = acc.lse[r][b][0];
         CUTE_UNROLL
-        for (int r = 0; r < kRes.row_sums; ++r) {
-          float v = acc.rs[r][slot];
+        for (int q = 1; q < 4; ++q) l.merge(acc.lse[r][b][q]);
+        CUTE_UNROLL
+        for (int q = 0; q < 4; ++q) acc.lse[r][b][q] = epi::OnlineLse{};
+        CUTE_UNROLL
+        for (int x = 1; x <= 2; x <<= 1) {
+          epi::OnlineLse o;
+          o.max = __shfl_xor_sync(0xffffffffu, l.max, x);
+          o.sum = __shfl_xor_sync(0xffffffffu, l.sum, x);
+          l.merge(o);
+        }
+        const EpiPartial& P = p.epi.row_lses[r];
+        if (live && P.ptr) {
+          if constexpr (kTileN == 256) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
+          else lse_merge_into(P.ptr + int64_t(m) * P.ld + gn0 / 256, l.value());
+        }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.seg_sums; ++r) {
+        const EpiPartial& P = p.epi.seg_sums[r];
+        const int first = gn0 >> P.seg_shift;
+        const bool wide = (1 << P.seg_shift) > kTileN;  // a segment spans two tiles: add atomically
+        CUTE_UNROLL
+        for (int k = 0; k < kMaxSegs; ++k) {
+          float v = acc.seg[r][k][b];
+          acc.seg[r][k][b] = 0.0f;
           v += __shfl_xor_sync(0xffffffffu, v, 1);
           v += __shfl_xor_sync(0xffffffffu, v, 2);
-          const EpiPartial& P = p.epi.row_sums[r];
-          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = v;
-        }
-        CUTE_UNROLL
-        for (int r = 0; r < kRes.row_lses; ++r) {
-          epi::OnlineLse l = acc.lse[r][slot];
-          CUTE_UNROLL
-          for (int x = 1; x <= 2; x <<= 1) {
-            epi::OnlineLse o;
-            o.max = __shfl_xor_sync(0xffffffffu, l.max, x);
-            o.sum = __shfl_xor_sync(0xffffffffu, l.sum, x);
-            l.merge(o);
-          }
-          const EpiPartial& P = p.epi.row_lses[r];
-          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
-        }
-        CUTE_UNROLL
-        for (int r = 0; r < kRes.seg_sums; ++r) {
-          const EpiPartial& P = p.epi.seg_sums[r];
-          const int first = (tile_n * kTileN) >> P.seg_shift;
-          CUTE_UNROLL
-          for (int k = 0; k < kMaxSegs; ++k) {
-            float v = acc.seg[r][k][slot];
-            v += __shfl_xor_sync(0xffffffffu, v, 1);
-            v += __shfl_xor_sync(0xffffffffu, v, 2);
-            if (live && P.ptr && k < (kTileN >> P.seg_shift) && first + k < P.cols)
-              P.ptr[int64_t(m) * P.ld + first + k] = v;
+          if (live && P.ptr && (k < (kTileN >> P.seg_shift) || (wide && k == 0)) && first + k < P.cols) {
+            if (wide) atomicAdd(P.ptr + int64_t(m) * P.ld + first, v);
+            else P.ptr[int64_t(m) * P.ld + first + k] = v;
           }
         }
       }
@@ -467,7 +504,10 @@ struct Sm90Gemm {
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_sums; ++r) acc.rs[r][i] = 0.0f;
       CUTE_UNROLL
-      for (int r = 0; r < kRes.row_lses; ++r) acc.lse[r][i] = epi::OnlineLse{};
+      for (int r = 0; r < kRes.row_lses; ++r) {
+        CUTE_UNROLL
+        for (int q = 0; q < 4; ++q) acc.lse[r][i][q] = epi::OnlineLse{};
+      }
       CUTE_UNROLL
       for (int r = 0; r < kRes.seg_sums; ++r) {
         CUTE_UNROLL
@@ -557,10 +597,12 @@ struct Sm90Gemm {
       }
       ++chunk_count;
       }
+      if constexpr (kHasPartials) {
+        if (cj == kCJ - 1) flush_partials(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
+      }
       CUTE_UNROLL
       for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
     }
-    if constexpr (kHasPartials) flush_partials(p, acc, tile_m, tile_n, mma_thread_idx);
   }
 
   CUTE_DEVICE static void run(const Params& p, char* smem_raw) {
