@@ -56,6 +56,19 @@ CUTE_DEVICE void tma_store_2d(const CUtensorMap* desc, uint32_t smem, int col, i
                "r"(row), "r"(smem)
                : "memory");
 }
+// Staging accesses as shared-memory instructions (not C++ stores through a generic pointer): the
+// compiler then need not assume they alias the program's global loads (norm weights, frequencies)
+// and can issue those early. Volatile keeps them ordered against the fences and barriers.
+CUTE_DEVICE void sts16(uint32_t a, unsigned short v) { asm volatile("st.shared.b16 [%0], %1;" ::"r"(a), "h"(v)); }
+CUTE_DEVICE void sts32(uint32_t a, uint32_t v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(v)); }
+CUTE_DEVICE void sts64(uint32_t a, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(x), "f"(y));
+}
+CUTE_DEVICE unsigned short lds16(uint32_t a) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+  return v;
+}
 CUTE_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
 CUTE_DEVICE void tma_store_wait_read() {
@@ -258,10 +271,10 @@ struct Sm90Gemm {
     static constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
     const Params& p;
     float scalars[kEpiSlots];  // resolved at kernel start (by value: stays in registers)
-    uint8_t* buf;              // this chunk's staging buffer
+    uint32_t buf;              // this chunk's staging buffer (shared-memory address)
     int m0, n0;                // global origin of the chunk (M, N < 2^31)
     TileAcc& acc;              // the tile's partial accumulators
-    const uint8_t* tiles;      // this chunk's TMA-staged tile operands (slot base)
+    uint32_t tiles;            // this chunk's TMA-staged tile operands (slot base, shared address)
     int mi;                    // accumulator row block of the chunk
     int tile_n0;               // first column of the tile
     float rowv[kEpiSlots][2];  // per-row vectors at the thread's two rows (loaded once per chunk)
@@ -277,51 +290,52 @@ struct Sm90Gemm {
       const EpiTile& t = p.epi.tiles[i];
       if (i < kTmaTiles) {  // staged: the chunk's 64 x 64 box, 128-byte swizzled rows
         const int off = swizzle(f.lr * 128 + (f.lc + int(n - f.n)) * 2, 128);
-        const unsigned short bits = *reinterpret_cast<const unsigned short*>(tiles + i * kTileSlotBytes + off);
+        const unsigned short bits = lds16(tiles + uint32_t(i * kTileSlotBytes + off));
         return t.dtype == kDtBF16 ? bf16_bits_to_float(bits) : fp16_bits_to_float(bits);
       }
       return load_as_float(t.ptr, f.m * t.ld + n, t.dtype);
     }
     // Address of element (r, c) of output o's chunk: boxes of 64 rows x (at most) 128 bytes,
     // swizzled like the TMA box. Outputs are packed in slot order.
-    CUTE_DEVICE uint8_t* at(int o, int r, int c) const {
+    CUTE_DEVICE uint32_t at(int o, int r, int c) const {
       const int row_bytes = out_cols(o) * kEs;
       const int box = row_bytes < 128 ? row_bytes : 128;
       const int byte = c * kEs;
-      return buf + out_offset(o, kEs) + swizzle((byte / box) * (kChunkRows * box) + r * box + byte % box, box);
+      return buf + uint32_t(out_offset(o, kEs) +
+                            swizzle((byte / box) * (kChunkRows * box) + r * box + byte % box, box));
     }
     // Output column n of a same-width output is accumulator column n; of a half-width output, the
     // pair (2n, 2n + 1).
     CUTE_DEVICE float store(int o, const epi::Frag& f, int64_t n, float v) const {
       const int s = out_shift(o);
-      uint8_t* a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
+      const uint32_t a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
-        *reinterpret_cast<__nv_bfloat16*>(a) = h;
+        sts16(a, __bfloat16_as_ushort(h));
         return __bfloat162float(h);
       } else if constexpr (OutDt == kDtFP16) {
         const __half h = __float2half_rn(v);
-        *reinterpret_cast<__half*>(a) = h;
+        sts16(a, __half_as_ushort(h));
         return __half2float(h);
       } else {
-        *reinterpret_cast<float*>(a) = v;
+        sts32(a, __float_as_uint(v));
         return v;
       }
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
       const int s = out_shift(o);
-      uint8_t* a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
+      const uint32_t a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-        *reinterpret_cast<__nv_bfloat162*>(a) = h;
+        sts32(a, *reinterpret_cast<const uint32_t*>(&h));
         return {__low2float(h), __high2float(h)};
       } else if constexpr (OutDt == kDtFP16) {
         const __half2 h = __floats2half2_rn(v0, v1);
-        *reinterpret_cast<__half2*>(a) = h;
+        sts32(a, *reinterpret_cast<const uint32_t*>(&h));
         return {__low2float(h), __high2float(h)};
       } else {
-        *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
+        sts64(a, v0, v1);
         return {v0, v1};
       }
     }
@@ -556,9 +570,18 @@ struct Sm90Gemm {
         }
       }
       // 2. the program, once per column pair
-      ChunkCtx<OutDt> ctx{p,   {scalars[0], scalars[1], scalars[2], scalars[3]},
-                          buf, cm0, cn0, acc, ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes,
-                          mi,  gn0, {}, {}};
+      ChunkCtx<OutDt> ctx{p,
+                          {scalars[0], scalars[1], scalars[2], scalars[3]},
+                          cute::cast_smem_ptr_to_uint(buf),
+                          cm0,
+                          cn0,
+                          acc,
+                          kTmaTiles > 0 ? cute::cast_smem_ptr_to_uint(ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes)
+                                        : 0u,
+                          mi,
+                          gn0,
+                          {},
+                          {}};
       const int m_lo = gm0 + r0 + 0, m_hi = gm0 + r0 + 8;
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
