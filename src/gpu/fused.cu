@@ -32,6 +32,32 @@ Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
   return {};
 }
 
+// GPU rules on the tile outputs, checked before anything is written (the partials are zeroed
+// before the launch): one dtype per launch; the epilogue stages 64 rows of every output per chunk
+// in 16 KiB per warpgroup (half-width outputs take half), so fp32 outputs of two-output operators
+// do not fit.
+template <class Program>
+Status check_staging(const char* op, const sm90::EpiParams& e) {
+  constexpr epi::Resources R = epi::resources_of<Program>();
+  int dt = -1;
+  for (int o = 0; o < e.num_outs; ++o) {
+    if (!e.outs[o].defined) continue;
+    if (dt >= 0 && e.outs[o].dtype != dt)
+      return Status::not_supported(std::string(op) + ": the tile outputs of one fused operator must share a dtype");
+    dt = e.outs[o].dtype;
+  }
+  int es = 2;
+  for (int o = 0; o < e.num_outs; ++o)
+    if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) es = 4;
+  int bytes = 0;
+  for (int o = 0; o < e.num_outs; ++o) bytes += 64 * (64 >> ((R.half_outs >> o) & 1)) * es;
+  if (bytes > 16384)
+    return Status::not_supported(std::string(op) +
+                                 ": these fp32 tile outputs do not fit the epilogue's staging buffer (16 KiB per 64-row "
+                                 "chunk); use bf16 or fp16 outputs for this operator");
+  return {};
+}
+
 Status zero(const char* op, const sm90::EpiPartial& t, int64_t rows, cudaStream_t stream, int byte = 0) {
   const cudaError_t e = cudaMemsetAsync(t.ptr, byte, static_cast<size_t>(rows * t.ld) * sizeof(float), stream);
   if (e == cudaSuccess) return {};
@@ -80,6 +106,7 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
     if (std::string(v) == "2") c.variant = KernelVariant::k128x128_pp_c2x1;
   }
   L.config = c;
+  CODA_TRY(check_staging<Program>(op, L.epi));  // before anything is written
   if (env_on("CODA_PRINT_CONFIG"))
     std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
   // A 128-column tile adds half of each 256-column granule atomically: start from zeros.

@@ -409,6 +409,47 @@ TEST_F(GpuOps, BadInputWritesNothing) {
     }
 }
 
+// ---- fp16 inputs and outputs; fp32 outputs ----------------------------------------------------------------
+
+// The same operators with fp16 operands and outputs (their own kernels), against float64 under the
+// rule with an fp16-storage yardstick; fp32 outputs where they fit the staging, a clear refusal
+// (nothing written) where they do not.
+TEST_F(GpuOps, Fp16AndFp32Outputs) {
+  std::mt19937_64 g(test::seed());
+  const DType h16 = DType::kFP16;
+  auto round16 = [](Mat m) { return to_mat(from_mat(m, DType::kFP16)); };
+  const int64_t m = 333, n = 520, k = 200;
+  const std::vector<int64_t> all = [&] {
+    std::vector<int64_t> r(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) r[static_cast<size_t>(i)] = i;
+    return r;
+  }();
+  Dual a = random_dual(g(), h16, m, k, 1.0f), w = random_dual(g(), h16, n, k, 0.1f);
+  Dual res = random_dual(g(), h16, m, n, 1.0f);
+  const Vec gw(static_cast<size_t>(n), 1.0);
+  Dual norm = vec_dual(gw, h16);
+  Dual x = out_dual(h16, m, n), h = out_dual(h16, m, n), p = partial_dual(m, ceil_div(n, CODA_PARTIAL_COLS));
+  CODA_ASSERT_OK(gemm_residual_rmsnorm_partial({a.view(), w.view(), res.view(), norm.view(), x.view(), h.view(), p.view()}));
+  fetch(x), fetch(h), fetch(p);
+  EXPECT_TRUE(x.host.fully_written() && h.host.fully_written() && p.host.fully_written());
+  const Mat acc = sampled_matmul(a.host, all, w.host), r0 = rows_of(res.host, all);
+  const Mat x64 = ref::add(acc, r0), xu = round16(ref::add(round16(acc), r0));
+  EXPECT_TRUE(within_rule("x fp16", ref::rel_error(to_mat(x.host), x64), ref::rel_error(xu, x64)));
+
+  // SwiGLU with fp32 outputs: z (64 x 64 x 4 B) + o (64 x 32 x 4 B) = 24 KiB does not fit: refused.
+  Dual z32 = out_dual(kFP32, m, n), o32 = out_dual(kFP32, m, n / 2);
+  const Status s = gemm_swiglu({a.view(), w.view(), {}, z32.view(), o32.view()});
+  EXPECT_EQ(s.code(), CODA_ERROR_NOT_SUPPORTED) << s.message();
+  EXPECT_NE(s.message().find("fp32 tile outputs"), std::string::npos) << s.message();
+  // Without z, the fp32 o alone fits.
+  CODA_ASSERT_OK(gemm_swiglu({a.view(), w.view(), {}, {}, o32.view()}));
+  fetch(z32), fetch(o32);
+  EXPECT_TRUE(o32.host.fully_written());
+  EXPECT_FALSE(z32.host.fully_written());
+  const Mat o64 = ref::swiglu(acc);
+  EXPECT_TRUE(within_rule("o fp32", ref::rel_error(to_mat(o32.host), o64), ref::rel_error(ref::swiglu(round16(acc)), o64)));
+}
+
 // ---- the C ABI gives the C++ entry points' results, bit for bit ----------------------------------------
 
 TEST_F(GpuOps, CAbiMatchesCpp) {
