@@ -34,6 +34,7 @@
 //                                  prefetched one 64 x 64 chunk ahead of the program
 //   half_outs                      bit mask of outputs with half the accumulator's columns
 //                                  (output column n / 2 for accumulator pair (n, n + 1))
+// Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
 #include <type_traits>

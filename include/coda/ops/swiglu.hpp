@@ -34,7 +34,7 @@ namespace programs {
 
 struct Swiglu {
   static constexpr int kRowRstd = 0;
-  static constexpr int kOutZ = 0, kOutO = 1;
+  static constexpr int kOutO = 0, kOutZ = 1;  // the optional output last: staging is sized to the last used slot
   static constexpr epi::Resources kResources{0, 0, 0, 0, 1 << kOutO};  // o is half-width
   bool has_rstd = false;
   bool has_z = false;
