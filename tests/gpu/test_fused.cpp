@@ -77,19 +77,21 @@ Dual random_dual(uint64_t seed, DType t, int64_t rows, int64_t cols, float scale
   dev::download(d.dev, d.host);
   return d;
 }
-Dual out_dual(DType t, int64_t rows, int64_t cols) {
+// Outputs carry HostTensor's poison pattern on the device too, so that fully_written() after the
+// download means every element was written by the operator.
+Dual poisoned_dual(HostTensor host) {
   Dual d;
-  d.host = cols == 0 ? HostTensor::vector(t, rows) : HostTensor::matrix(t, rows, cols, test::padded_stride(t, cols));
-  d.dev = dev::poisoned_like(d.host);
+  d.host = std::move(host);
+  d.host.poison();
+  d.dev = dev::upload(d.host);
   return d;
+}
+Dual out_dual(DType t, int64_t rows, int64_t cols) {
+  return poisoned_dual(cols == 0 ? HostTensor::vector(t, rows)
+                                 : HostTensor::matrix(t, rows, cols, test::padded_stride(t, cols)));
 }
 // A dense fp32 partial-reduction tensor (rows not padded), poisoned.
-Dual partial_dual(int64_t rows, int64_t cols) {
-  Dual d;
-  d.host = HostTensor::matrix(DType::kFP32, rows, cols);
-  d.dev = dev::poisoned_like(d.host);
-  return d;
-}
+Dual partial_dual(int64_t rows, int64_t cols) { return poisoned_dual(HostTensor::matrix(DType::kFP32, rows, cols)); }
 Dual vec_dual(const Vec& v, DType t) {
   Dual d;
   d.host = from_vec(v, t);
