@@ -78,6 +78,9 @@ CODA_HD uint16_t float_to_fp16_bits(float f) {
 }
 
 CODA_HD float fp16_bits_to_float(uint16_t h) {
+#if CODA_DEVICE_CODE
+  return __half2float(__ushort_as_half(h));  // one conversion instruction, exact
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1fu;
   const uint32_t frac = h & 0x3ffu;
@@ -88,6 +91,7 @@ CODA_HD float fp16_bits_to_float(uint16_t h) {
   }
   if (e == 31) return bits_float(sign | 0x7f800000u | (frac << 13));
   return bits_float(sign | ((e + 112) << 23) | (frac << 13));
+#endif
 }
 
 // Storage element types. Each is a 16-bit pattern with explicit conversions.

@@ -3,7 +3,7 @@
 
 namespace coda::emu::detail {
 
-void HostCtx::seg_sum(int s, const epi::Frag& f, int64_t n, float v) {
+void HostCtx::seg_sum(int s, const epi::Frag& f, int n, float v) {
   const int64_t head = n / seg_head_dim;
   const int64_t within = n % seg_head_dim;
   const int64_t seg = seg_per_head == 1 ? 0 : within / (seg_head_dim / seg_per_head);

@@ -22,6 +22,8 @@ class HostCtx {
   TensorView rows[kSlots];          // per-row float vectors   [M]
   TensorView row_ints[kSlots];      // per-row int32 vectors   [M]
   TensorView cols[kSlots];          // per-column vectors      [any]
+  int col_period[kSlots] = {};      // column n reads entry (n mod period) / step (period 0: n / step)
+  int col_step[kSlots] = {1, 1, 1, 1};
   TensorView tiles[kSlots];         // tile operands           [M, any]
   TensorView outs[kSlots];          // tile outputs            [M, any]
   TensorView row_outs[kSlots];      // per-row outputs         [M]
@@ -35,22 +37,32 @@ class HostCtx {
   // ---- the context interface (epilogue/program.hpp) -----------------------------------------------
   float scalar(int i) const { return scalars[i]; }
   float row(int i, const epi::Frag& f) const { return load_f32(rows[i], f.m); }
-  int64_t row_int(int i, const epi::Frag& f) const { return load_i32(row_ints[i], f.m); }
-  float col(int i, const epi::Frag&, int64_t n) const { return load_f32(cols[i], n); }
-  float tile(int i, const epi::Frag& f, int64_t n) const { return load_f32(tiles[i], f.m, n); }
-  float store(int o, const epi::Frag& f, int64_t n, float v) const {
+  int row_int(int i, const epi::Frag& f) const { return static_cast<int>(load_i32(row_ints[i], f.m)); }
+  float col(int i, const epi::Frag&, int n) const {
+    return load_f32(cols[i], (col_period[i] > 0 ? n % col_period[i] : n) / col_step[i]);
+  }
+  float tile(int i, const epi::Frag& f, int n) const { return load_f32(tiles[i], f.m, n); }
+  epi::Pair tile2(int i, const epi::Frag& f, int n) const { return {tile(i, f, n), tile(i, f, n + 1)}; }
+  float store(int o, const epi::Frag& f, int n, float v) const {
     if (!outs[o].defined() || n >= outs[o].cols()) return v;
     store_f32(outs[o], f.m, n, v);
     return load_f32(outs[o], f.m, n);
   }
-  epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
+  epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
     return {store(o, f, n, v0), store(o, f, n + 1, v1)};
   }
   void row_store(int o, const epi::Frag& f, float v) const { store_f32(row_outs[o], f.m, 0, v); }
   void row_sum(int r, const epi::Frag& f, float v) { row_acc_[r][static_cast<size_t>(f.m - m0_)] += v; }
-  void row_lse(int r, const epi::Frag& f, float v) { lse_acc_[r][static_cast<size_t>(f.m - m0_)].add(v); }
-  void col_sum(int c, const epi::Frag&, int64_t n, float v) { col_acc_[c][static_cast<size_t>(n - n0_)] += v; }
-  void seg_sum(int s, const epi::Frag& f, int64_t n, float v);
+  void row_lse(int r, const epi::Frag& f, float v0, float v1) {
+    epi::OnlineLse& l = lse_acc_[r][static_cast<size_t>(f.m - m0_)];
+    l.add(v0);
+    if (f.ok[1]) l.add(v1);
+  }
+  void col_sum(int c, const epi::Frag&, int n, float v) { col_acc_[c][static_cast<size_t>(n - n0_)] += v; }
+  void seg_sum(int s, const epi::Frag& f, int n, float v);
+  void rotation(const epi::Frag& f, int pos, int freq, float* s, float* c) const {
+    epi::rope_sincos_at(row_int(pos, f), col(freq, f, f.n), s, c);
+  }
 
   // ---- driver hooks -------------------------------------------------------------------------------
   void begin_tile(int64_t m0, int64_t n0, int64_t tm, int64_t tn, int64_t tile_m, int64_t tile_n);
@@ -94,8 +106,8 @@ void run_gemm(const GemmInputs& in, const Program& program, HostCtx& ctx, const 
       for (int64_t i = 0; i < tm; ++i) {
         for (int64_t j = 0; j < tn; j += 2) {
           epi::Frag f;
-          f.m = m0 + i;
-          f.n = n0 + j;
+          f.m = static_cast<int>(m0 + i);
+          f.n = static_cast<int>(n0 + j);
           f.ok[0] = true;
           f.ok[1] = j + 1 < tn;
           f.v[0] = acc[static_cast<size_t>(i * cfg.tile_n + j)];

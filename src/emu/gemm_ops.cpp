@@ -133,11 +133,12 @@ Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg) {
   ctx.rows[P::kRowRstd] = args.rstd;
   ctx.row_ints[P::kRowPos] = args.positions;
   ctx.cols[P::kColFreq] = args.freqs;
+  ctx.col_period[P::kColFreq] = static_cast<int>(args.heads.head_dim);  // one frequency per pair of a head
+  ctx.col_step[P::kColFreq] = 2;
   ctx.outs[P::kOut] = args.out;
   P program;
   program.has_rstd = args.rstd.defined();
-  program.head_dim = args.heads.head_dim;
-  program.rope_cols = args.heads.rope_cols();
+  program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }
@@ -155,7 +156,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg) {
   ctx.seg_per_head = qk_segments(args.heads.head_dim, cfg.tile_n);
   P program;
   program.has_rstd = args.rstd.defined();
-  program.rope_cols = args.heads.rope_cols();
+  program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }
@@ -177,7 +178,7 @@ Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
   program.has_rstd = args.rstd.defined();
   program.has_logits = args.logits_out.defined();
   program.ignore_index = args.ignore_index;
-  program.classes = args.b.rows();
+  program.classes = static_cast<int>(args.b.rows());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }

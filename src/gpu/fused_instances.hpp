@@ -1,6 +1,7 @@
 // The compiled fused-operator kernels: forward form (A and B K-major); the 128x256 cooperative and
 // the 128x128 pingpong variants (the heuristic picks, as for the plain GEMM); one instantiation per
-// (element, variant, program).
+// (element, variant, program). CMakeLists.txt reads the entries below (one per line, this exact
+// shape) and generates one translation unit per entry and element type, so they build in parallel.
 #pragma once
 
 #include "coda/ops.hpp"

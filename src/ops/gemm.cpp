@@ -1,6 +1,7 @@
 // Argument checks of the GEMM operand pair and of the plain / linear-combination GEMM.
 #include "coda/ops/gemm.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace coda {
@@ -12,6 +13,9 @@ GemmShape check_gemm_operands(ArgCheck& check, const TensorView& a, const Tensor
   if (!check.ok()) return {};
   check.rule(b.cols() == a.cols(), "b",
              "must be [N, K] with K = " + std::to_string(a.cols()) + " (the columns of 'a'), got " + b.describe());
+  // The epilogue addresses outputs with 32-bit coordinates (epi::Frag).
+  check.rule(a.rows() <= INT32_MAX, "a", "must have fewer than 2^31 rows (M), got " + a.describe())
+      .rule(b.rows() <= INT32_MAX, "b", "must have fewer than 2^31 rows (N), got " + b.describe());
   if (!check.ok()) return {};
   return {a.rows(), b.rows(), a.cols()};
 }

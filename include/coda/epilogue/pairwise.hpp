@@ -13,7 +13,19 @@
 
 namespace coda::epi {
 
-CODA_HD float sigmoid(float g) { return 1.0f / (1.0f + exp_f(-g)); }
+// NOTES: on the GPU through the special-function unit (ex2.approx, rcp.approx: relative error
+// about 2^-22, four orders under the bf16 resolution of every stored result): a full-precision
+// expf and IEEE division are ~20 instructions with a slow-path branch, per element.
+CODA_HD float sigmoid(float g) {
+#if CODA_DEVICE_CODE
+  float e, r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(g * -1.44269504088896341f));
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return r;
+#else
+  return 1.0f / (1.0f + exp_f(-g));
+#endif
+}
 CODA_HD float silu(float g) { return g * sigmoid(g); }
 
 CODA_HD float swiglu(float g, float u) { return silu(g) * u; }
@@ -41,11 +53,12 @@ CODA_HD float rope_turns(uint32_t pos, float f_turns) {
   const uint64_t prod = static_cast<uint64_t>(pos) * mant;
   if (s <= 0) return 0.0f;  // f is a whole number of turns
   float t;
-  if (s >= 64) {
-    t = ldexp_f(static_cast<float>(prod), -s);
+  if (s < 64) {
+    // the turns as a 64-bit fixed-point fraction: the whole turns shift out; the same value as
+    // ldexp(float(prod mod 2^s), -s) (power-of-two scalings of one rounding, all normal)
+    t = static_cast<float>(prod << (64 - s)) * 5.42101086242752217e-20f;  // 2^-64
   } else {
-    const uint64_t frac = prod & ((uint64_t{1} << s) - 1u);
-    t = ldexp_f(static_cast<float>(frac), -s);
+    t = ldexp_f(static_cast<float>(prod), -s);
   }
   if (t >= 0.5f) t -= 1.0f;
   return t;
@@ -53,6 +66,13 @@ CODA_HD float rope_turns(uint32_t pos, float f_turns) {
 
 CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns(pos, f_turns), s, c);
+}
+
+// The rotation of a row at position pos (RoPE): a negative position poisons the row (NaN) instead
+// of rotating silently.
+CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
+  rope_sincos(static_cast<uint32_t>(pos), f_turns, s, c);
+  if (pos < 0) *s = *c = NAN;
 }
 
 // Rotate (x, y) by +theta (forward); pass -s for the backward rotation by -theta.

@@ -9,23 +9,36 @@
 // index the program declares.
 //
 // The context is the backend: the GPU epilogue driver (registers, shared memory, TMA) or the CPU
-// emulator (plain loops). It provides:
+// emulator (plain loops). Coordinates are ints (M, N < 2^31). It provides:
 //   float   scalar(int i)                        scalar operand i (value or device pointer)
 //   float   row(int i, const Frag&)              per-row vector i at row f.m          (fp32)
-//   int64_t row_int(int i, const Frag&)          per-row int32 vector i at row f.m    (int32)
-//   float   col(int i, const Frag&, int64_t n)   per-column vector i at column n
-//   float   tile(int i, const Frag&, int64_t n)  tile operand i at (f.m, n), its own column space
-//   float   store(int o, const Frag&, int64_t n, float v)   output o at (f.m, n), rounded once;
-//                                                           returns the value as stored
-//   Stored2 store2(int o, const Frag&, int64_t n, float v0, float v1)  columns n, n+1 (n even,
-//                                                           both inside the output) in one store
+//   int     row_int(int i, const Frag&)          per-row int32 vector i at row f.m
+//   float   col(int i, const Frag&, int n)       per-column vector i at column n of the pair (f.n or
+//                                                f.n + 1); the binding maps n to an entry (a periodic
+//                                                vector, e.g. RoPE frequencies, repeats every head)
+//   float   tile(int i, const Frag&, int n)      tile operand i at (f.m, n), its own column space
+//   Pair    tile2(int i, const Frag&, int n)     columns n, n + 1 (n even, both inside) in one load
+//   float   store(int o, const Frag&, int n, float v)   output o at (f.m, n), rounded once;
+//                                                       returns the value as stored. A half-width
+//                                                       output takes the pair's column f.n / 2.
+//   Pair    store2(int o, const Frag&, int n, float v0, float v1)  columns n, n+1 (n even, both
+//                                                       inside the output) in one store
 //   void    row_store(int o, const Frag&, float v)          per-row output o at f.m
 //   void    row_sum(int r, const Frag&, float v)            add to row partial r (current granule)
-//   void    row_lse(int r, const Frag&, float v)            feed row LSE partial r
-//   void    seg_sum(int s, const Frag&, int64_t n, float v) add to the segment holding column n
-//   void    col_sum(int c, const Frag&, int64_t n, float v) add to column partial c at column n
+//   void    row_lse(int r, const Frag&, float v0, float v1) feed the pair to row LSE partial r
+//                                                           (v1 only when f.ok[1])
+//   void    seg_sum(int s, const Frag&, int n, float v) add to the segment holding column n
+//   void    col_sum(int c, const Frag&, int n, float v) add to column partial c at column n
+//   void    rotation(const Frag&, int pos, int freq, float* s, float* c)
+//           sin and cos of the angle row_int(pos)[m] * col(freq)[n] turns (RoPE; epi::rope_sincos,
+//           NaN for a negative position). Depends on the row and on the column's entry only, so
+//           the GPU computes it once per (row, entry) of a tile and reuses it for every head.
 // Partial accumulators are flushed by the backend: per-row partials once per column granule
 // (CODA_PARTIAL_COLS), per-column partials once per row granule (CODA_PARTIAL_ROWS).
+//
+// NOTES: on the GPU the program is inlined into a loop over the thread's pairs with compile-time
+// indices, so row, column and tile operands resolve to registers or one shared-memory access each;
+// keep the column argument n to the pair's own columns (f.n, f.n + 1) for same-width operands.
 //
 // A program that needs more than plain same-width outputs declares what the GPU driver must
 // provision, as `static constexpr epi::Resources kResources{...}` (absent: none of it):
@@ -34,6 +47,8 @@
 //                                  prefetched one 64 x 64 chunk ahead of the program
 //   half_outs                      bit mask of outputs with half the accumulator's columns
 //                                  (output column n / 2 for accumulator pair (n, n + 1))
+//   col_vecs                       column vectors 0 .. n-1 it reads (staged once per tile)
+//   rotation                       1 if it calls ctx.rotation (the GPU keeps a sin/cos table)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -55,6 +70,8 @@ struct Resources {
   int seg_sums = 0;
   int tma_tiles = 0;
   int half_outs = 0;
+  int col_vecs = 0;
+  int rotation = 0;
 };
 
 template <class P, class = void>

@@ -78,13 +78,12 @@ CODA_HD void row_sum_squares(const Frag& f, Ctx& ctx, int r) {
 // Feed both columns to the row's online LSE partial r.
 template <class Ctx>
 CODA_HD void row_lse(const Frag& f, Ctx& ctx, int r) {
-  ctx.row_lse(r, f, f.v[0]);
-  if (f.ok[1]) ctx.row_lse(r, f, f.v[1]);
+  ctx.row_lse(r, f, f.v[0], f.v[1]);
 }
 
 // Segmented sum of squares: columns in [0, seg_cols) are summed per segment, the rest skipped.
 template <class Ctx>
-CODA_HD void segment_sum_squares(const Frag& f, Ctx& ctx, int s, int64_t seg_cols) {
+CODA_HD void segment_sum_squares(const Frag& f, Ctx& ctx, int s, int seg_cols) {
   if (f.n < seg_cols) ctx.seg_sum(s, f, f.n, f.v[0] * f.v[0]);
   if (f.ok[1] && f.n + 1 < seg_cols) ctx.seg_sum(s, f, f.n + 1, f.v[1] * f.v[1]);
 }
@@ -92,7 +91,7 @@ CODA_HD void segment_sum_squares(const Frag& f, Ctx& ctx, int s, int64_t seg_col
 // Target select: out[m] = acc[m, target[m]] for the tile that holds column target[m].
 template <class Ctx>
 CODA_HD void select_target(const Frag& f, Ctx& ctx, int targets, int out) {
-  const int64_t t = ctx.row_int(targets, f);
+  const int t = ctx.row_int(targets, f);
   if (t == f.n) ctx.row_store(out, f, f.v[0]);
   if (f.ok[1] && t == f.n + 1) ctx.row_store(out, f, f.v[1]);
 }

@@ -10,8 +10,13 @@ namespace coda::epi {
 
 template <class Ctx>
 CODA_HD void add_tile(Frag& f, Ctx& ctx, int operand, float beta = 1.0f) {
-  f.v[0] += beta * ctx.tile(operand, f, f.n);
-  if (f.ok[1]) f.v[1] += beta * ctx.tile(operand, f, f.n + 1);
+  if (f.ok[1]) {
+    const Pair c = ctx.tile2(operand, f, f.n);
+    f.v[0] += beta * c.v0;
+    f.v[1] += beta * c.v1;
+  } else {
+    f.v[0] += beta * ctx.tile(operand, f, f.n);
+  }
 }
 
 }  // namespace coda::epi

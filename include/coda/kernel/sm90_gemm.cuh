@@ -39,6 +39,7 @@
 #include "coda/epilogue/frag.hpp"
 #include "coda/epilogue/program.hpp"
 #include "coda/kernel/epilogue_params.hpp"
+#include "coda/kernel/staging.hpp"
 #include "coda/numeric.hpp"
 
 namespace coda::sm90 {
@@ -55,19 +56,6 @@ CUTE_DEVICE void tma_store_2d(const CUtensorMap* desc, uint32_t smem, int col, i
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(desc), "r"(col),
                "r"(row), "r"(smem)
                : "memory");
-}
-// Staging accesses as shared-memory instructions (not C++ stores through a generic pointer): the
-// compiler then need not assume they alias the program's global loads (norm weights, frequencies)
-// and can issue those early. Volatile keeps them ordered against the fences and barriers.
-CUTE_DEVICE void sts16(uint32_t a, unsigned short v) { asm volatile("st.shared.b16 [%0], %1;" ::"r"(a), "h"(v)); }
-CUTE_DEVICE void sts32(uint32_t a, uint32_t v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(v)); }
-CUTE_DEVICE void sts64(uint32_t a, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(x), "f"(y));
-}
-CUTE_DEVICE unsigned short lds16(uint32_t a) {
-  unsigned short v;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
-  return v;
 }
 CUTE_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
@@ -98,14 +86,20 @@ CUTE_DEVICE void lse_merge_into(float* p, float v) {
 }
 
 // Staging of TMA-loaded tile operands: per consumer warpgroup two slots (double buffering), each
-// holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction barrier per slot.
+// holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction barrier per slot
+// (kept apart, so that the 1024-aligned data leaves no padding behind it).
 template <int kTiles, int kSlotBytes>
 struct TileRingStorage {
   alignas(1024) uint8_t data[2][2][kTiles][kSlotBytes];  // [warpgroup][slot][tile]
-  uint64_t full[2][2];                                    // [warpgroup][slot]
 };
 template <int kSlotBytes>
 struct TileRingStorage<0, kSlotBytes> {};
+template <int kTiles>
+struct TileRingBarriers {
+  uint64_t full[2][2];  // [warpgroup][slot]
+};
+template <>
+struct TileRingBarriers<0> {};
 
 // ---- element access by runtime dtype --------------------------------------------------------------
 
@@ -176,7 +170,8 @@ struct Sm90Gemm {
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
   static constexpr int kRingBytes = kTmaTiles * 4 * kTileSlotBytes;
-  static constexpr int kStagesFit = (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes) / kStageBytes;
+  static constexpr int kColBytes = kRes.col_vecs * kTileN * 4 * 2;  // column vectors, per warpgroup
+  static constexpr int kStagesFit = (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes - kColBytes) / kStageBytes;
   static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
   static_assert(kStages >= 2, "no room for a two-stage mainloop");
 
@@ -219,13 +214,26 @@ struct Sm90Gemm {
   };
   using OrderBarrier = cute::conditional_t<kPingpong, cutlass::OrderedSequenceBarrier<2, 2>, NoOrder>;
 
+  // Column vectors of the tile, staged once per tile as fp32 (per consumer warpgroup).
+  static constexpr int kColVecs = kRes.col_vecs;
+  static constexpr int kColsPerThread = kTileN / 128;  // entries a thread stages per vector
+  static_assert(kTileN % 128 == 0, "column staging: whole multiples of a warpgroup");
+  template <int kVecs, int kN>
+  struct ColStorage {
+    float v[2][kVecs][kN];  // [warpgroup][vector][tile column]
+  };
+  template <int kN>
+  struct ColStorage<0, kN> {};
+
   struct SharedStorage {
-    alignas(1024) uint8_t epi[2][kEpiArenaBytes];
     typename Mainloop::SharedStorage mainloop;
     typename OrderBarrier::SharedStorage order;
+    TileRingBarriers<kTmaTiles> ring_bar;
+    ColStorage<kColVecs, kTileN> cols;  // small members before the ring: they fill its alignment padding
     TileRingStorage<kTmaTiles, kTileSlotBytes> ring;
   };
-  static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;  // + slack to align the base
+  // Dynamic shared memory (+ slack to align the base); the staging arena is static, 2 x kEpiArenaBytes.
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
 
   struct Params {
     typename Mainloop::Params mainloop;
@@ -237,20 +245,31 @@ struct Sm90Gemm {
     int k_tiles;
     int epi_buffers;  // smem buffers per warpgroup (1 or 2), chosen by the host from the outputs
     int out_dtype;    // the storage dtype shared by every tile output
+    int tile_dtype;   // the dtype shared by every TMA-staged tile operand (bf16 or fp16)
     int debug;        // diagnostics (CODA_DEBUG_EPILOGUE): 1 = skip the epilogue, 2 = skip the program only
   };
 
-  // The context a program sees inside one epilogue chunk (see epilogue/program.hpp). OutDt is the
-  // storage dtype of every tile output of the launch (fixed per tile, so the executed path has no
-  // dtype branches).
-  // Per-thread partial-reduction accumulators of one tile (registers; indices are compile-time
-  // after inlining). Rows: slot 2 mi + b for accumulator row block mi and half b.
+  // ---- per-tile state ---------------------------------------------------------------------------
+  // Row operands of the thread's rows, read once per tile before its mainloop (the loads are in
+  // flight while the tensor cores run); [slot][row block][half].
+  struct TileRows {
+    float v[kEpiSlots][kMmaM][2];
+    int i[kEpiSlots][kMmaM][2];
+    float col[kColVecs > 0 ? kColVecs : 1][kColsPerThread];  // the thread's share of the column vectors
+  };
+  // Partial-reduction accumulators and the rotation table of one tile (registers; every index is a
+  // compile-time constant after inlining). Rows: [slot][half b of the row block].
   struct TileAcc {
     float rs[kRes.row_sums > 0 ? kRes.row_sums : 1][kRowsPerThread];
-    // four independent running states per row (by column block): the online update is a serial
-    // dependency chain, four chains keep the pipelines busy
-    epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread][4];
+    epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread];
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
+    // ctx.rotation's angle per pair slot, exactly reduced to turns in [-1/2, 1/2) (the integer
+    // work of epi::rope_turns), valid for the chunk origin row rot_m and column phase rot_phase
+    // (the angle depends on the row and on the column modulo rotation_period only). NOTES: angles,
+    // not sin and cos: 16 registers next to the 128 accumulators fit the 168-register budget of
+    // a 384-thread kernel, 32 spill; sin and cos are then two SFU operations per pair.
+    float rot_t[kRes.rotation ? 16 : 1];
+    int rot_m, rot_phase;
   };
 
   // Output o's columns per chunk (half-width outputs hold 32) and its place in a staging buffer.
@@ -261,98 +280,142 @@ struct Sm90Gemm {
     for (int i = 0; i < o; ++i) off += kChunkRows * out_cols(i) * es;
     return off;
   }
-  // 16-byte-unit swizzle of a box with `box_bytes`-byte rows (TMA's 128B / 64B / 32B modes).
-  CUTE_HOST_DEVICE static constexpr int swizzle(int off, int box_bytes) {
-    return off ^ ((off >> 3) & (box_bytes == 128 ? 0x70 : (box_bytes == 64 ? 0x30 : 0x10)));
-  }
 
-  template <int OutDt>
+  // Staging addresses: coda/kernel/staging.hpp (per-thread StageAddr, per-pair stage_off).
+
+  // ---- the context a program sees inside one chunk (epilogue/program.hpp) -------------------------
+  // OutDt: the storage dtype of every tile output; TileDt: of every TMA-staged tile operand. Both
+  // fixed per launch, so the executed path has no dtype branches. Every per-pair index (f.slot,
+  // n - f.n) is a compile-time constant after inlining: operands are registers or one shared
+  // access at a constant offset from a per-thread base.
+  template <int OutDt, int TileDt>
   struct ChunkCtx {
     static constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
     const Params& p;
-    float scalars[kEpiSlots];  // resolved at kernel start (by value: stays in registers)
-    uint32_t buf;              // this chunk's staging buffer (shared-memory address)
-    int m0, n0;                // global origin of the chunk (M, N < 2^31)
-    TileAcc& acc;              // the tile's partial accumulators
-    uint32_t tiles;            // this chunk's TMA-staged tile operands (slot base, shared address)
-    int mi;                    // accumulator row block of the chunk
+    float scalars[kEpiSlots];
+    // This chunk's staging buffer. NOTES: the staging arena is a static __shared__ array of its
+    // own (sm90_gemm_kernel), so the compiler knows these plain stores never alias the tile ring
+    // or the column vectors (dynamic shared memory) and issues the program's loads ahead of them.
+    uint8_t* buf;
+    // This chunk's TMA-staged tile operands (slot 0). NOTES: read with plain loads, not volatile
+    // asm, so the compiler can issue them ahead of the program's arithmetic; the ring barrier's
+    // wait (a memory clobber) keeps them after the data has landed.
+    const uint8_t* tiles;
+    StageAddr out_full, out_half, tile_a;
+    TileAcc& acc;
     int tile_n0;               // first column of the tile
-    float rowv[kEpiSlots][2];  // per-row vectors at the thread's two rows (loaded once per chunk)
-    int rowi[kEpiSlots][2];    // per-row int vectors, likewise
+    int cm0, cn0;              // the chunk's origin
+    bool rot_fill;             // the driver fills the rotation table before this chunk's visit
+    float rowv[kEpiSlots][2];  // row operands at the thread's two rows
+    int rowi[kEpiSlots][2];
+    const float* cols;  // the tile's staged column vectors at the thread's first column of the chunk
+    mutable float lse_v[kRes.row_lses > 0 ? kRes.row_lses : 1][16][2];  // fed values, folded after the visit
+    mutable float segc[kRes.seg_sums > 0 ? kRes.seg_sums : 1][2][2];    // [slot][chunk half][b]
+    mutable float rowo[kEpiSlots][2];  // per-row outputs of the chunk, written after the visit
+    mutable int rowo_set;              // bit 2 o + b: rowo[o][b] holds a value
+
+    CUTE_DEVICE static int jj_of(const epi::Frag& f) { return f.slot >> 1; }
+    CUTE_DEVICE static int b_of(const epi::Frag& f) { return f.slot & 1; }
 
     CUTE_DEVICE float scalar(int i) const { return scalars[i]; }
-    CUTE_DEVICE float row(int i, const epi::Frag& f) const { return rowv[i][(f.lr >> 3) & 1]; }
-    CUTE_DEVICE int64_t row_int(int i, const epi::Frag& f) const { return rowi[i][(f.lr >> 3) & 1]; }
-    CUTE_DEVICE float col(int i, const epi::Frag&, int64_t n) const {
-      return load_as_float(p.epi.cols[i].ptr, n, p.epi.cols[i].dtype);
-    }
-    CUTE_DEVICE float tile(int i, const epi::Frag& f, int64_t n) const {
-      const EpiTile& t = p.epi.tiles[i];
-      if (i < kTmaTiles) {  // staged: the chunk's 64 x 64 box, 128-byte swizzled rows
-        const int off = swizzle(f.lr * 128 + (f.lc + int(n - f.n)) * 2, 128);
-        const unsigned short bits = lds16(tiles + uint32_t(i * kTileSlotBytes + off));
-        return t.dtype == kDtBF16 ? bf16_bits_to_float(bits) : fp16_bits_to_float(bits);
+    CUTE_DEVICE float row(int i, const epi::Frag& f) const { return rowv[i][b_of(f)]; }
+    CUTE_DEVICE int row_int(int i, const epi::Frag& f) const { return rowi[i][b_of(f)]; }
+    // One shared load at a constant offset (the compiler issues it early; no registers held).
+    CUTE_DEVICE float col(int i, const epi::Frag& f, int n) const { return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)]; }
+    CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
+      if (i < kTmaTiles) {
+        const uint32_t a = uint32_t(i * kTileSlotBytes) + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) +
+                           uint32_t(2 * (n - f.n));
+        return to_float(*reinterpret_cast<const unsigned short*>(tiles + a));
       }
-      return load_as_float(t.ptr, f.m * t.ld + n, t.dtype);
+      const EpiTile& t = p.epi.tiles[i];
+      return load_as_float(t.ptr, int64_t(f.m) * t.ld + n, t.dtype);
     }
-    // Address of element (r, c) of output o's chunk: boxes of 64 rows x (at most) 128 bytes,
-    // swizzled like the TMA box. Outputs are packed in slot order.
-    CUTE_DEVICE uint32_t at(int o, int r, int c) const {
-      const int row_bytes = out_cols(o) * kEs;
-      const int box = row_bytes < 128 ? row_bytes : 128;
-      const int byte = c * kEs;
-      return buf + uint32_t(out_offset(o, kEs) +
-                            swizzle((byte / box) * (kChunkRows * box) + r * box + byte % box, box));
+    CUTE_DEVICE epi::Pair tile2(int i, const epi::Frag& f, int n) const {
+      if (i < kTmaTiles) {
+        const uint32_t a = uint32_t(i * kTileSlotBytes) + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) +
+                           uint32_t(2 * (n - f.n));
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(tiles + a);
+        return {to_float(static_cast<unsigned short>(w & 0xffffu)), to_float(static_cast<unsigned short>(w >> 16))};
+      }
+      return {tile(i, f, n), tile(i, f, n + 1)};
     }
-    // Output column n of a same-width output is accumulator column n; of a half-width output, the
-    // pair (2n, 2n + 1).
-    CUTE_DEVICE float store(int o, const epi::Frag& f, int64_t n, float v) const {
-      const int s = out_shift(o);
-      const uint32_t a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
+    CUTE_DEVICE static float to_float(unsigned short bits) {
+      if constexpr (TileDt == kDtFP16) return fp16_bits_to_float(bits);
+      else return bf16_bits_to_float(bits);
+    }
+    // Output o's staging address of the pair's first column (+ dn columns for a same-width output;
+    // a half-width output's column is the pair's, n / 2).
+    CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int dn) const {
+      if (out_shift(o)) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 32, kEs, true);
+      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 64, kEs, false) + dn * kEs;
+    }
+    CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
+      uint8_t* a = out_at(o, f, n - f.n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
-        sts16(a, __bfloat16_as_ushort(h));
+        *reinterpret_cast<unsigned short*>(a) = __bfloat16_as_ushort(h);
         return __bfloat162float(h);
       } else if constexpr (OutDt == kDtFP16) {
         const __half h = __float2half_rn(v);
-        sts16(a, __half_as_ushort(h));
+        *reinterpret_cast<unsigned short*>(a) = __half_as_ushort(h);
         return __half2float(h);
       } else {
-        sts32(a, __float_as_uint(v));
+        *reinterpret_cast<float*>(a) = v;
         return v;
       }
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
-    CUTE_DEVICE epi::Stored2 store2(int o, const epi::Frag& f, int64_t n, float v0, float v1) const {
-      const int s = out_shift(o);
-      const uint32_t a = at(o, f.lr, (f.lc >> s) + int(n - (f.n >> s)));
+    CUTE_DEVICE epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
+      uint8_t* a = out_at(o, f, n - f.n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-        sts32(a, *reinterpret_cast<const uint32_t*>(&h));
+        *reinterpret_cast<__nv_bfloat162*>(a) = h;
         return {__low2float(h), __high2float(h)};
       } else if constexpr (OutDt == kDtFP16) {
         const __half2 h = __floats2half2_rn(v0, v1);
-        sts32(a, *reinterpret_cast<const uint32_t*>(&h));
+        *reinterpret_cast<__half2*>(a) = h;
         return {__low2float(h), __high2float(h)};
       } else {
-        sts64(a, v0, v1);
+        *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
         return {v0, v1};
       }
     }
-    CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const { p.epi.row_outs[o][f.m] = v; }
-    CUTE_DEVICE int row_slot(const epi::Frag& f) const { return (f.lr >> 3) & 1; }
-    CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v) const { acc.rs[r][row_slot(f)] += v; }
-    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v) const {
-      acc.lse[r][row_slot(f)][(f.lc >> 3) & 3].add(v);
+    CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const {
+      rowo[o][b_of(f)] = v;
+      rowo_set |= 1 << (2 * o + b_of(f));
     }
-    CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int64_t n, float v) const {
-      const int k = int(n - tile_n0) >> p.epi.seg_sums[s].seg_shift;
-      CUTE_UNROLL
-      for (int j = 0; j < kMaxSegs; ++j)
-        if (j == k) acc.seg[s][j][row_slot(f)] += v;
+    CUTE_DEVICE void row_sum(int r, const epi::Frag& f, float v) const { acc.rs[r][b_of(f)] += v; }
+    // Buffered: the driver folds the chunk's 16 values per row into the running state at once (one
+    // max, then independent exponentials), not one serial online update per value.
+    CUTE_DEVICE void row_lse(int r, const epi::Frag& f, float v0, float v1) const {
+      lse_v[r][f.slot][0] = v0;
+      lse_v[r][f.slot][1] = f.ok[1] ? v1 : -INFINITY;
     }
+    // Segments are at least 32 columns and aligned to them: a chunk's columns fall in at most two,
+    // split at its 32nd column (pairs jj >= 4); the driver adds them into the tile's segments.
+    CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int, float v) const { segc[s][jj_of(f) >= 4][b_of(f)] += v; }
     // Column partials belong to the backward operators (not compiled for the GPU yet).
-    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int64_t n, float v) const;
+    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int n, float v) const;
+    // Two register reads: the driver fills the table (every pair slot of the chunk, from the
+    // operands the binding names: EpiParams::rotation_*) when the chunk's rows or column phase
+    // differ from the last fill.
+    CUTE_DEVICE void rotation(const epi::Frag& f, int, int, float* s, float* c) const {
+      epi::sincos_turns(acc.rot_t[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
+    }
+    CUTE_DEVICE void fill_rotation() const {
+      const int pos = p.epi.rotation_pos, freq = p.epi.rotation_freq;
+      CUTE_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        int ps = 0;
+        float fr = 0.0f;
+        CUTE_UNROLL
+        for (int i = 0; i < kEpiSlots; ++i) ps = i == pos ? rowi[i][j & 1] : ps;  // selects: slots stay registers
+        CUTE_UNROLL
+        for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * (j >> 1)] : fr;
+        acc.rot_t[j] = ps < 0 ? NAN : epi::rope_turns(static_cast<uint32_t>(ps), fr);
+      }
+    }
   };
 
   // Bytes of one chunk over all output slots (64 rows of each output, in the launch's dtype).
@@ -369,37 +432,73 @@ struct Sm90Gemm {
 
   // Visit one chunk: the program on every column pair (kChecked: skip pairs outside M x N). The
   // chunk's 32 values are the accumulator's first 32 (linear index x + 2 b + 4 jj for value x of
-  // pair jj in row half b); (m0, n0) is the thread's first (row, column) in it.
-  // (r0, c0) is the thread's first accumulator coordinate in wgmma block (mi, ni); value (a, b, j)
-  // of the block sits at (r0 + 8 b, c0 + 8 j + a) (NOTES at the top of this file). Inside the
-  // 64 x 64 chunk that is row 16 warp + lane / 4 + 8 b and column 2 (lane % 4) + 8 jj, which the
-  // context uses for its shared-memory addresses (cheap, known bit ranges).
-  template <bool kChecked, int OutDt, class Accum>
-  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt>& ctx, const Accum& accum, int m0,
+  // pair jj in row half b); (m0, n0) is the thread's first (row, column) in it. NOTES at the top of
+  // this file: value (a, b, j) of a wgmma block sits at (r0 + 8 b, c0 + 8 j + a).
+  template <bool kChecked, int OutDt, int TileDt, class Accum>
+  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt, TileDt>& ctx, const Accum& accum, int m0,
                                       int n0) {
-    const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
-    const int lr = 16 * warp + (lane >> 2), lc = 2 * (lane & 3);
     CUTE_UNROLL
     for (int jj = 0; jj < 8; ++jj) {
       CUTE_UNROLL
       for (int b = 0; b < 2; ++b) {
-        const int m = m0 + 8 * b, n = n0 + 8 * jj;
         epi::Frag f;
-        f.m = m;
-        f.n = n;
-        f.lr = lr + 8 * b;
-        f.lc = lc + 8 * jj;
+        f.m = m0 + 8 * b;
+        f.n = n0 + 8 * jj;
+        f.slot = 2 * jj + b;
         f.ok[0] = true;
         f.ok[1] = true;
         if constexpr (kChecked) {
-          if (m >= p.m || n >= p.n) continue;
-          f.ok[1] = n + 1 < p.n;
+          if (f.m >= p.m || f.n >= p.n) continue;
+          f.ok[1] = f.n + 1 < p.n;
         }
         f.v[0] = accum(4 * jj + 2 * b);
         f.v[1] = f.ok[1] ? accum(4 * jj + 2 * b + 1) : 0.0f;
         p.program(f, ctx);
       }
     }
+  }
+
+  // Fold the chunk's buffered LSE values into the running state of each of the thread's rows: one
+  // max over the 16 values (NaN-propagating), then 16 independent exponentials.
+  template <class Ctx>
+  CUTE_DEVICE static void fold_lse(const Ctx& ctx, TileAcc& acc) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    CUTE_UNROLL
+    for (int r = 0; r < kRes.row_lses; ++r) {
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) {
+        float mx[8];
+        CUTE_UNROLL
+        for (int jj = 0; jj < 8; ++jj) mx[jj] = fmax_nan(ctx.lse_v[r][2 * jj + b][0], ctx.lse_v[r][2 * jj + b][1]);
+        CUTE_UNROLL
+        for (int w = 4; w >= 1; w >>= 1) {
+          CUTE_UNROLL
+          for (int jj = 0; jj < w; ++jj) mx[jj] = fmax_nan(mx[jj], mx[jj + w]);
+        }
+        epi::OnlineLse& st = acc.lse[r][b];
+        const float nm = fmax_nan(st.max, mx[0]);
+        if (nm != -INFINITY) {  // else nothing but -inf so far: the state stays empty
+          const float off = nm * kLog2e;
+          float e[8];
+          CUTE_UNROLL
+          for (int jj = 0; jj < 8; ++jj)
+            e[jj] = exp2f(fmaf(ctx.lse_v[r][2 * jj + b][0], kLog2e, -off)) +
+                    exp2f(fmaf(ctx.lse_v[r][2 * jj + b][1], kLog2e, -off));
+          CUTE_UNROLL
+          for (int w = 4; w >= 1; w >>= 1) {
+            CUTE_UNROLL
+            for (int jj = 0; jj < w; ++jj) e[jj] += e[jj + w];
+          }
+          st.sum = st.sum * exp2f(fmaf(st.max, kLog2e, -off)) + e[0];  // st.max = -inf: 0 * 0
+          st.max = nm;
+        }
+      }
+    }
+  }
+  CUTE_DEVICE static float fmax_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
   }
 
   // Issue the TMA loads of the chunk at (cm0, cn0) into ring slot seq & 1 (nothing when it lies
@@ -434,6 +533,39 @@ struct Sm90Gemm {
     return any;
   }
 
+  // Read the tile's row operands and this thread's share of its column vectors (before the
+  // mainloop: the loads complete while the tensor cores run). Entries outside M or N read 0.
+  CUTE_DEVICE static void load_tile_operands(const Params& p, TileRows& tr, int tile_m, int tile_n,
+                                             int mma_thread_idx) {
+    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
+    TiledMma tiled_mma;
+    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+    CUTE_UNROLL
+    for (int mi = 0; mi < kMmaM; ++mi) {
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) {
+        const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
+        const bool in = m < p.m;
+        CUTE_UNROLL
+        for (int i = 0; i < kEpiSlots; ++i) {
+          tr.v[i][mi][b] = p.epi.rows[i].ptr && in ? load_as_float(p.epi.rows[i].ptr, m, p.epi.rows[i].dtype) : 0.0f;
+          tr.i[i][mi][b] = p.epi.row_ints[i].ptr && in ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m) : 0;
+        }
+      }
+    }
+    const int t = mma_thread_idx % 128;
+    CUTE_UNROLL
+    for (int i = 0; i < kColVecs; ++i) {
+      const EpiVector& c = p.epi.cols[i];
+      CUTE_UNROLL
+      for (int k = 0; k < kColsPerThread; ++k) {
+        const int n = tile_n * kTileN + t + 128 * k;
+        const int e = (c.period > 0 ? n % c.period : n) / c.step;
+        tr.col[i][k] = c.ptr && n < p.n ? load_as_float(c.ptr, e, c.dtype) : 0.0f;
+      }
+    }
+  }
+
   // Flush the partial reductions of accumulator row block mi and reset them: a quad of lanes shares
   // each row (NOTES at the top).
   CUTE_DEVICE static void flush_partials(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx,
@@ -461,11 +593,8 @@ struct Sm90Gemm {
       }
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_lses; ++r) {
-        epi::OnlineLse l = acc.lse[r][b][0];
-        CUTE_UNROLL
-        for (int q = 1; q < 4; ++q) l.merge(acc.lse[r][b][q]);
-        CUTE_UNROLL
-        for (int q = 0; q < 4; ++q) acc.lse[r][b][q] = epi::OnlineLse{};
+        epi::OnlineLse l = acc.lse[r][b];
+        acc.lse[r][b] = epi::OnlineLse{};
         CUTE_UNROLL
         for (int x = 1; x <= 2; x <<= 1) {
           epi::OnlineLse o;
@@ -499,11 +628,13 @@ struct Sm90Gemm {
     }
   }
 
-  template <int OutDt, class Accum>
+  template <int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
-                                   uint8_t* arena, uint8_t* ring, uint64_t* full, int tile_m, int tile_n,
-                                   int mma_thread_idx, int wg, int& chunk_count) {
+                                   const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring, uint64_t* full,
+                                   float* colbuf, int tile_m, int tile_n, int mma_thread_idx, int wg,
+                                   int& chunk_count) {
     const int t = mma_thread_idx % 128;
+    const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
     TiledMma tiled_mma;
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
@@ -511,22 +642,31 @@ struct Sm90Gemm {
     const int gm0 = tile_m * kTileM, gn0 = tile_n * kTileN;
     const int chunk_bytes = chunk_bytes_all(p.epi);
     const bool ring_on = uses_tile_ring(p.epi);
+    constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
+    const StageAddr out_full = stage_addr(lane, warp, 64, kEs, false);
+    const StageAddr out_half = stage_addr(lane, warp, 32, kEs, true);
+    const StageAddr tile_a = stage_addr(lane, warp, 64, 2, false);
 
-    TileAcc acc;
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_sums; ++r) acc.rs[r][i] = 0.0f;
       CUTE_UNROLL
-      for (int r = 0; r < kRes.row_lses; ++r) {
-        CUTE_UNROLL
-        for (int q = 0; q < 4; ++q) acc.lse[r][i][q] = epi::OnlineLse{};
-      }
+      for (int r = 0; r < kRes.row_lses; ++r) acc.lse[r][i] = epi::OnlineLse{};
       CUTE_UNROLL
       for (int r = 0; r < kRes.seg_sums; ++r) {
         CUTE_UNROLL
         for (int k = 0; k < kMaxSegs; ++k) acc.seg[r][k][i] = 0.0f;
       }
+    }
+    acc.rot_m = -1;  // the rotation table is refilled for every tile
+    acc.rot_phase = -1;
+    // The tile's column vectors into shared memory. The previous tile's last chunk read them before
+    // its final barrier; this chunk loop's first barrier orders these writes before any read.
+    CUTE_UNROLL
+    for (int i = 0; i < kColVecs; ++i) {
+      CUTE_UNROLL
+      for (int k = 0; k < kColsPerThread; ++k) colbuf[i * kTileN + t + 128 * k] = tr.col[i][k];
     }
 
     // NOTES: the chunks run in a runtime loop with one copy of the program's code: fully unrolled,
@@ -570,42 +710,100 @@ struct Sm90Gemm {
         }
       }
       // 2. the program, once per column pair
-      ChunkCtx<OutDt> ctx{p,
-                          {scalars[0], scalars[1], scalars[2], scalars[3]},
-                          cute::cast_smem_ptr_to_uint(buf),
-                          cm0,
-                          cn0,
-                          acc,
-                          kTmaTiles > 0 ? cute::cast_smem_ptr_to_uint(ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes)
-                                        : 0u,
-                          mi,
-                          gn0,
-                          {},
-                          {}};
-      const int m_lo = gm0 + r0 + 0, m_hi = gm0 + r0 + 8;
+      const int phase = p.epi.rotation_period > 0 ? cn0 % p.epi.rotation_period : cn0;
+      ChunkCtx<OutDt, TileDt> ctx{p,
+                                  {scalars[0], scalars[1], scalars[2], scalars[3]},
+                                  buf,
+                                  kTmaTiles > 0 ? ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes : nullptr,
+                                  out_full,
+                                  out_half,
+                                  tile_a,
+                                  acc,
+                                  gn0,
+                                  cm0,
+                                  cn0,
+                                  !(acc.rot_m == cm0 && acc.rot_phase == phase),
+                                  {},
+                                  {},
+                                  kColVecs > 0 ? colbuf + c0 + 64 * cj : nullptr,
+                                  {},
+                                  {},
+                                  {},
+                                  0};
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
-        if (p.epi.rows[i].ptr) {
-          ctx.rowv[i][0] = m_lo < p.m ? load_as_float(p.epi.rows[i].ptr, m_lo, p.epi.rows[i].dtype) : 0.0f;
-          ctx.rowv[i][1] = m_hi < p.m ? load_as_float(p.epi.rows[i].ptr, m_hi, p.epi.rows[i].dtype) : 0.0f;
+        CUTE_UNROLL
+        for (int b = 0; b < 2; ++b) {  // row block mi of the tile's rows (a select, not an index)
+          float v = tr.v[i][0][b];
+          int iv = tr.i[i][0][b];
+          CUTE_UNROLL
+          for (int k = 1; k < kMmaM; ++k) {
+            v = mi == k ? tr.v[i][k][b] : v;
+            iv = mi == k ? tr.i[i][k][b] : iv;
+          }
+          ctx.rowv[i][b] = v;
+          ctx.rowi[i][b] = iv;
         }
-        if (p.epi.row_ints[i].ptr) {
-          ctx.rowi[i][0] = m_lo < p.m ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m_lo) : 0;
-          ctx.rowi[i][1] = m_hi < p.m ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m_hi) : 0;
-        }
+      }
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.seg_sums; ++r) {
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h) ctx.segc[r][h][0] = ctx.segc[r][h][1] = 0.0f;
+      }
+#ifdef CODA_SASS_INTERIOR_ONLY  // scripts/sass_epilogue.py --interior-only: one visit per chunk, for unambiguous counts
+      const bool interior = true;
+#else
+      const bool interior = cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n;
+#endif
+      if constexpr (kRes.rotation != 0) {
+        if (ctx.rot_fill) ctx.fill_rotation();
       }
       if (p.debug & 2) {
         // diagnostics: staging and stores without the program
-      } else if (cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n) {
+      } else if (interior) {
         visit_chunk<false>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       } else {
+        CUTE_UNROLL
+        for (int r = 0; r < kRes.row_lses; ++r) {
+          CUTE_UNROLL
+          for (int j = 0; j < 16; ++j) ctx.lse_v[r][j][0] = ctx.lse_v[r][j][1] = -INFINITY;
+        }
         visit_chunk<true>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+      }
+      if (!(p.debug & 2)) {
+        // chunk-level reductions: the LSE fold, the segments of the chunk, the rotation table's key
+        if constexpr (kRes.row_lses > 0) fold_lse(ctx, acc);
+        CUTE_UNROLL
+        for (int r = 0; r < kRes.seg_sums; ++r) {
+          const int sh = p.epi.seg_sums[r].seg_shift;
+          const int k0 = (cn0 - gn0) >> sh;
+          CUTE_UNROLL
+          for (int b = 0; b < 2; ++b) {
+            const float lo = sh == 5 ? ctx.segc[r][0][b] : ctx.segc[r][0][b] + ctx.segc[r][1][b];
+            const float hi = sh == 5 ? ctx.segc[r][1][b] : 0.0f;
+            // NOTES: adds of a select, not `if (k == k0)`: the compiler turns a chain of those
+            // into one runtime-indexed access and moves the accumulators to local memory.
+            CUTE_UNROLL
+            for (int k = 0; k < kMaxSegs; ++k)
+              acc.seg[r][k][b] += (k == k0 ? lo : 0.0f) + (k == k0 + 1 ? hi : 0.0f);
+          }
+        }
+        acc.rot_m = cm0;
+        acc.rot_phase = phase;
+        if (ctx.rowo_set) {
+          CUTE_UNROLL
+          for (int o = 0; o < kEpiSlots; ++o) {
+            CUTE_UNROLL
+            for (int b = 0; b < 2; ++b)
+              if ((ctx.rowo_set >> (2 * o + b)) & 1) p.epi.row_outs[o][gm0 + r0 + 8 * b] = ctx.rowo[o][b];
+          }
+        }
       }
       // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
       fence_async_shared();
       named_barrier_sync(1 + wg, 128);
       if (t == 0) {
-        constexpr int es = ChunkCtx<OutDt>::kEs;
+        constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
           const EpiOutput& out = p.epi.outs[o];
           if (!out.defined) continue;
@@ -628,9 +826,32 @@ struct Sm90Gemm {
     }
   }
 
-  CUTE_DEVICE static void run(const Params& p, char* smem_raw) {
-    auto base = reinterpret_cast<uintptr_t>(smem_raw);
-    auto& shared = *reinterpret_cast<SharedStorage*>((base + 1023) & ~uintptr_t(1023));
+  template <int TileDt, class Accum>
+  CUTE_DEVICE static void dispatch_epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
+                                            const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring,
+                                            uint64_t* full, float* colbuf, int tm, int tn, int mma_thread_idx, int wg,
+                                            int& chunk_count) {
+    switch (p.out_dtype) {
+      case kDtBF16:
+        epilogue<kDtBF16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
+                                  chunk_count);
+        break;
+      case kDtFP16:
+        epilogue<kDtFP16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
+                                  chunk_count);
+        break;
+      default:
+        epilogue<kDtFP32, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
+                                  chunk_count);
+        break;
+    }
+  }
+
+  CUTE_DEVICE static void run(const Params& p, char* smem_raw, uint8_t (&epi_arena)[2][kEpiArenaBytes]) {
+    // NOTES: align by pointer arithmetic on the shared array (not through an integer), so that
+    // the compiler keeps the shared address space and emits LDS/STS for the epilogue's accesses.
+    const auto misalign = uint32_t(reinterpret_cast<uintptr_t>(smem_raw) & 1023u);
+    auto& shared = *reinterpret_cast<SharedStorage*>(smem_raw + ((1024u - misalign) & 1023u));
 
     const int thread_idx = int(threadIdx.x);
     const int warp_group = thread_idx / 128;
@@ -642,7 +863,7 @@ struct Sm90Gemm {
     if constexpr (kTmaTiles > 0) {
       if (thread_idx == 0) {
         for (int w = 0; w < 2; ++w)
-          for (int b = 0; b < 2; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring.full[w][b], 1);
+          for (int b = 0; b < 2; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring_bar.full[w][b], 1);
         cutlass::arch::fence_barrier_init();
       }
     }
@@ -711,14 +932,18 @@ struct Sm90Gemm {
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i)
         scalars[i] = p.epi.scalars[i].ptr ? *p.epi.scalars[i].ptr : p.epi.scalars[i].value;
-      uint8_t* arena = shared.epi[wg];
+      uint8_t* arena = epi_arena[wg];
       uint8_t* ring = nullptr;
       uint64_t* full = nullptr;
       if constexpr (kTmaTiles > 0) {
         ring = &shared.ring.data[wg][0][0][0];
-        full = &shared.ring.full[wg][0];
+        full = &shared.ring_bar.full[wg][0];
       }
       const bool ring_on = uses_tile_ring(p.epi);
+      float* colbuf = nullptr;
+      if constexpr (kColVecs > 0) colbuf = &shared.cols.v[wg][0][0];
+      TileRows tr;
+      TileAcc acc;
       PipelineState state;
       if (kPingpong && wg == 1) state.advance(p.k_tiles);
       TiledMma tiled_mma;
@@ -734,6 +959,7 @@ struct Sm90Gemm {
           row_block_origin(mma_thread_idx, 0, tm * kTileM, tn * kTileN, cm0, cn0);
           issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
         }
+        if (run_epilogue) load_tile_operands(p, tr, tm, tn, mma_thread_idx);
         // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a
         // control-flow merge (ptxas would copy them and spill).
         order.wait();
@@ -748,16 +974,16 @@ struct Sm90Gemm {
         }
         order.wait();
         if (run_epilogue) {
-          switch (p.out_dtype) {  // uniform: one compact path per tile
-            case kDtBF16:
-              epilogue<kDtBF16>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
-              break;
-            case kDtFP16:
-              epilogue<kDtFP16>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
-              break;
-            default:
-              epilogue<kDtFP32>(p, accum, scalars, arena, ring, full, tm, tn, mma_thread_idx, wg, chunk_count);
-              break;
+          // uniform: one compact path per (output dtype, staged tile dtype)
+          bool fp16_tiles = false;
+          if constexpr (kTmaTiles > 0) fp16_tiles = p.tile_dtype == kDtFP16;
+          if (fp16_tiles) {
+            if constexpr (kTmaTiles > 0)
+              dispatch_epilogue<kDtFP16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx,
+                                         wg, chunk_count);
+          } else {
+            dispatch_epilogue<kDtBF16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
+                                       chunk_count);
           }
         }
         order.arrive();
@@ -771,7 +997,10 @@ template <class Kernel>
 __global__ void __launch_bounds__(384, 1) sm90_gemm_kernel(CUTE_GRID_CONSTANT const typename Kernel::Params p) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   extern __shared__ char smem[];
-  Kernel::run(p, smem);
+  // The epilogue's staging arena: static, so it is a separate object from the dynamic shared memory
+  // (mainloop ring, tile ring, column vectors) for the compiler's alias analysis (ChunkCtx::buf).
+  __shared__ alignas(1024) uint8_t epi_arena[2][Kernel::kEpiArenaBytes];
+  Kernel::run(p, smem, epi_arena);
 #endif
 }
 

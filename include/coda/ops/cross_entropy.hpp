@@ -67,7 +67,7 @@ struct LmHeadLse {
   bool has_rstd = false;
   bool has_logits = false;
   int32_t ignore_index = CODA_IGNORE_INDEX;
-  int64_t classes = 0;  // V: a target outside [0, V) that is not ignore_index gets a NaN logit
+  int classes = 0;  // V: a target outside [0, V) that is not ignore_index gets a NaN logit
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
@@ -78,7 +78,7 @@ struct LmHeadLse {
     epi::row_lse(f, ctx, kRowLse);
     epi::select_target(f, ctx, kRowTargets, kRowOutTarget);
     if (f.n == 0) {  // rows whose target no column holds: 0 when ignored, NaN when out of range
-      const int64_t t = ctx.row_int(kRowTargets, f);
+      const int t = ctx.row_int(kRowTargets, f);
       if (t == ignore_index) ctx.row_store(kRowOutTarget, f, 0.0f);
       else if (t < 0 || t >= classes) ctx.row_store(kRowOutTarget, f, NAN);
     }

@@ -66,7 +66,7 @@ struct QkvSqsum {
   static constexpr int kSegSumSq = 0;
   static constexpr epi::Resources kResources{0, 0, 1, 0, 0};
   bool has_rstd = false;
-  int64_t rope_cols = 0;  // q and k columns
+  int rope_cols = 0;  // q and k columns
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {

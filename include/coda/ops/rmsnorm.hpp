@@ -70,7 +70,7 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  static constexpr epi::Resources kResources{1, 0, 0, 1, 0};  // one row sum; the residual via TMA
+  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};  // a row sum; the residual via TMA; w
   bool has_residual = false;
 
   template <class Ctx>
@@ -100,7 +100,7 @@ struct RmsNormBackward {
     CODA_UNROLL
     for (int j = 0; j < 2; ++j) {
       if (!f.ok[j]) continue;
-      const int64_t n = f.n + j;
+      const int n = f.n + j;
       const float dy = f.v[j];
       const float xh = ctx.tile(kTileX, f, n) * r;
       const float w = ctx.col(kColNormWeight, f, n);

@@ -63,23 +63,21 @@ namespace programs {
 struct Rope {
   static constexpr int kRowRstd = 0;
   static constexpr int kRowPos = 0;   // int rows
-  static constexpr int kColFreq = 0;  // indexed by pair within the head
+  static constexpr int kColFreq = 0;  // bound periodic: column n reads freqs[(n mod head_dim) / 2]
   static constexpr int kOut = 0;
+  static constexpr epi::Resources kResources{0, 0, 0, 0, 0, 1, 1};  // the frequencies; a sin/cos table
   bool has_rstd = false;
-  int64_t head_dim = 0;
-  int64_t rope_cols = 0;
+  int rope_cols = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
-    if (f.n < rope_cols) {
-      const int64_t pos = ctx.row_int(kRowPos, f);
-      float s, c;
-      // pair index within the head (head dims are powers of two in practice: no 64-bit division)
-      const int64_t j = (head_dim & (head_dim - 1)) == 0 ? (f.n & (head_dim - 1)) : f.n % head_dim;
-      epi::rope_sincos(static_cast<uint32_t>(pos), ctx.col(kColFreq, f, j / 2), &s, &c);
-      if (pos < 0) s = c = NAN;  // a negative position poisons its row instead of rotating silently
-      epi::rotate(&f.v[0], &f.v[1], s, c);
+    float s, c, x = f.v[0], y = f.v[1];
+    ctx.rotation(f, kRowPos, kColFreq, &s, &c);  // theta = pos[m] * freq of the pair
+    epi::rotate(&x, &y, s, c);
+    if (f.n < rope_cols) {  // q and k heads rotate, v is stored as it is (a select, no branch)
+      f.v[0] = x;
+      f.v[1] = y;
     }
     epi::store(f, ctx, kOut);
   }

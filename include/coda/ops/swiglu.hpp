@@ -60,7 +60,7 @@ struct SwigluBackward {
     CODA_UNROLL
     for (int j = 0; j < 2; ++j) {
       if (!f.ok[j]) continue;
-      const int64_t n = f.n + j;
+      const int n = f.n + j;
       const float g = ctx.tile(kTileZ, f, 2 * n);
       const float u = ctx.tile(kTileZ, f, 2 * n + 1);
       float dg, du;

@@ -1,0 +1,56 @@
+// Shared-memory staging addresses of the epilogue (coda/kernel/sm90_gemm.cuh), host and device, so
+// the CPU tests check them against TMA's swizzle (tests/cpu/test_staging.cpp).
+//
+// A 64-row chunk of an operand with `cols` columns of `es` bytes is staged as TMA boxes of
+// box = min(cols es, 128) bytes per row, each swizzled like the box (TMA's 128B / 64B / 32B modes:
+// 16-byte units XOR the row bits). The thread's pair (jj, b) of the wgmma accumulator sits at row
+// lr0 + 8 b (lr0 = 16 warp + lane / 4) and column cthr + cc, with cthr = 2 q (q = lane % 4) and
+// cc = 8 jj; for a half-width output (one column per pair) cthr = q and cc = 4 jj. Its offset is
+//     (cc es / box) (64 box) + (lr0 + 8 b) box + ((cc es mod box) XOR u),   u = cthr es XOR (row bits << 4)
+// because the thread part never carries into the box index, its bits are disjoint from the pair
+// part, and the row bits depend on the lane only (8 b and 16 warp leave them unchanged). So an
+// access costs one XOR with a constant and one add; the rest is the instruction's immediate.
+#pragma once
+
+#include <cstdint>
+
+#include "coda/macros.hpp"
+
+namespace coda::sm90 {
+
+constexpr int kStageRows = 64;
+
+CODA_HD constexpr int stage_box(int cols, int es) { return cols * es < 128 ? cols * es : 128; }
+
+// TMA's swizzle of a byte offset in a box set with `box`-byte rows.
+CODA_HD constexpr int tma_swizzle(int off, int box) {
+  return off ^ ((off >> 3) & (box == 128 ? 0x70 : (box == 64 ? 0x30 : 0x10)));
+}
+
+// The definition: byte offset of element (r, c) of a staged 64-row chunk.
+CODA_HD constexpr int stage_offset_ref(int r, int c, int cols, int es) {
+  const int box = stage_box(cols, es), byte = c * es;
+  return tma_swizzle((byte / box) * (kStageRows * box) + r * box + byte % box, box);
+}
+
+// The per-thread part of the offsets (once per kernel) ...
+struct StageAddr {
+  uint32_t row;  // lr0 * box
+  uint32_t u;    // cthr es ^ (row bits << 4)
+};
+CODA_HD StageAddr stage_addr(int lane, int warp, int cols, int es, bool half) {
+  const int box = stage_box(cols, es);
+  const int lr0 = 16 * warp + (lane >> 2), q = lane & 3;
+  const int rowbits = ((lr0 * box) >> 7) & (box / 16 - 1);
+  return {static_cast<uint32_t>(lr0 * box), static_cast<uint32_t>(((half ? q : 2 * q) * es) ^ (rowbits << 4))};
+}
+// ... and the offset of pair (jj, b): with jj, b and the operand's shape compile-time constants,
+// one XOR and one add.
+CODA_HD uint32_t stage_off(const StageAddr& a, int jj, int b, int cols, int es, bool half) {
+  const int box = stage_box(cols, es);
+  const int cc = (half ? 4 : 8) * jj * es;
+  return static_cast<uint32_t>((cc / box) * (kStageRows * box) + 8 * b * box) + a.row +
+         (static_cast<uint32_t>(cc % box) ^ a.u);
+}
+
+}  // namespace coda::sm90

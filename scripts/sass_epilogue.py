@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""SASS instructions per accumulator pair in coda's epilogue, from a compiled kernel.
+
+    scripts/sass_epilogue.py FILE.cubin|FILE.o|libcoda.so [--nvdisasm PATH] [--kernel SUBSTR]
+
+Disassembles with line information (nvdisasm -gi, or cuobjdump -sass for objects and libraries)
+and attributes every instruction to its inlining stack. An instruction belongs to the program
+visit if its stack passes through `p.program(f, ctx)` in include/coda/kernel/sm90_gemm.cuh; the
+visit is the interior one (`visit_chunk<false>`) or the edge one (`visit_chunk<true>`), inside the
+epilogue instantiation chosen by the output dtype (`case kDtBF16: run_epi(...)` ...). One chunk
+visit covers 16 pairs per thread, so instructions / 16 = SASS instructions per pair (per thread).
+Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
+Build with -lineinfo (the default build does).
+"""
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL_SRC = "include/coda/kernel/sm90_gemm.cuh"
+
+
+def source_lines():
+    lines = open(os.path.join(ROOT, KERNEL_SRC)).read().split("\n")
+    find = lambda pat: [i + 1 for i, l in enumerate(lines) if pat in l]
+    out = {
+        "program": find("p.program(f, ctx);"),
+        "interior": find("visit_chunk<false>(p, ctx"),
+        "edge": find("visit_chunk<true>(p, ctx"),
+        "loop": find("for (int ci = 0; ci < kChunksPerTile; ++ci)"),
+        "epi_bf16": find("epilogue<kDtBF16, TileDt>("),
+        "epi_fp16": find("epilogue<kDtFP16, TileDt>("),
+        "epi_fp32": find("epilogue<kDtFP32, TileDt>("),
+        "epilogue_def": find("CUTE_DEVICE static void epilogue("),
+        "tile_fp16": find("dispatch_epilogue<kDtFP16>("),
+    }
+    for k in ("program", "interior", "edge"):
+        if len(out[k]) != 1:
+            sys.exit(f"sass_epilogue: expected one '{k}' marker in {KERNEL_SRC}, found {out[k]}")
+    return out
+
+
+def disassemble(path, tool):
+    if path.endswith(".cubin"):
+        exe = tool or shutil.which("nvdisasm")
+        if not exe:
+            sys.exit("sass_epilogue: nvdisasm not found (pass --nvdisasm, or pip download nvidia-cuda-nvdisasm)")
+        return subprocess.run([exe, "-c", "-gi", path], check=True, capture_output=True, text=True).stdout
+    exe = tool or shutil.which("cuobjdump")
+    if not exe:
+        sys.exit("sass_epilogue: cuobjdump not found")
+    return subprocess.run([exe, "-sass", "-gi", path], check=True, capture_output=True, text=True).stdout
+
+
+FUNC = re.compile(r"^\s*(?:\.text\.|Function : )(\S+?):?\s*$")
+INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
+LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
+
+
+def parse(text):
+    """Yield (function, instruction text, [(file, line), ...] innermost first)."""
+    func, stack = None, []
+    for raw in text.split("\n"):
+        m = FUNC.match(raw)
+        if m:
+            func, stack = m.group(1), []
+            continue
+        m = LINE.search(raw)
+        if m:
+            if not stack or stack[-1] != "open":
+                stack = []
+            stack_frames = stack[:-1] if stack and stack[-1] == "open" else stack
+            stack_frames.append((m.group(1), int(m.group(2))))
+            stack = stack_frames + ["open"]
+            continue
+        m = INSN.match(raw)
+        if m and func:
+            frames = [f for f in stack if f != "open"]
+            yield func, m.group(2).strip(), frames
+            stack = frames  # the same stack until the next line block
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("file")
+    ap.add_argument("--nvdisasm", help="path of nvdisasm / cuobjdump")
+    ap.add_argument("--kernel", default="sm90_gemm_kernel", help="substring of the kernels to report")
+    ap.add_argument("--dump", metavar="OUT", help="print the interior visit of the kernels with this output dtype")
+    args = ap.parse_args()
+    marks = source_lines()
+    text = disassemble(args.file, args.nvdisasm)
+    counts = collections.defaultdict(lambda: collections.Counter())
+    ops = collections.defaultdict(collections.Counter)
+    for func, insn, frames in parse(text):
+        if args.kernel not in func:
+            continue
+        here = {(os.path.relpath(f, ROOT) if f.startswith("/") else f, l) for f, l in frames}
+        def has(key):
+            return any((KERNEL_SRC, l) in here for l in marks[key])
+        dt = "bf16" if has("epi_bf16") else "fp16" if has("epi_fp16") else "fp32" if has("epi_fp32") else "?"
+        if dt != "?" and has("tile_fp16"):
+            dt += "/t16"
+        if has("program"):
+            kind = "interior" if has("interior") else "edge" if has("edge") else "?"
+            counts[(func, dt)][kind] += 1
+            if args.dump == dt and kind == "interior":
+                print(insn, "   //", " <- ".join(f"{os.path.basename(f)}:{l}" for f, l in frames[:3]))
+            if kind == "interior":
+                ops[(func, dt)][insn.split()[0].lstrip("@!P0123456789T ").split(".")[0] if not insn.startswith("@") else insn.split()[1].split(".")[0]] += 1
+        elif any(f == KERNEL_SRC and any(l >= d for d in marks["epilogue_def"]) for f, l in here) and dt != "?":
+            counts[(func, dt)]["chunk"] += 1
+    if not counts:
+        sys.exit("sass_epilogue: no epilogue instructions found (built without -lineinfo?)")
+    print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18}")
+    for (func, dt), c in sorted(counts.items()):
+        short = func if len(func) <= 90 else func[:87] + "..."
+        print(f"{short:<90} {dt:>9} {c['interior'] / 16:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / 16:18.1f}")
+        top = ", ".join(f"{k} {v / 16:.1f}" for k, v in ops[(func, dt)].most_common(12))
+        print(f"    interior per pair: {top}")
+
+
+if __name__ == "__main__":
+    main()
