@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "coda/epilogue/program.hpp"
@@ -285,6 +287,276 @@ __global__ void gather_rows_kernel(Mat2 a, Mat2 b, Mat2 o, int64_t rows, int64_t
   put(o, r, c, v);
 }
 
+// ---- unfused fast paths: 16-byte vectors ---------------------------------------------------------------
+// Taken when the call's 16-bit tensors share one dtype (a template parameter, chosen once per launch)
+// and each has unit column stride, a 16-byte-aligned base and row stride, and a multiple of 8
+// columns; every other valid input takes the scalar kernels above. Same functors, fp32 arithmetic,
+// one rounding to nearest per stored value, no division per element.
+//
+// NOTES: a uint4 holds 8 consecutive bf16/fp16 values, element 0 in the low half of .x (little
+// endian); aligned uint4 accesses are single LDG.E.128 / STG.E.128, and a warp's 32 of them cover
+// 512 contiguous bytes (16 whole 32-byte sectors). Several per thread in flight hide DRAM latency.
+
+constexpr int kVec = 8;           // 16-bit values per 16-byte vector
+constexpr int kAddVecs = 4;       // vectors per thread per operand: add
+constexpr int kSwigluVecs = 2;    // output vectors per thread (2 z loads each): swiglu
+constexpr int kRopeVecs = 4;      // vectors per thread per pass: rope
+constexpr int kRopeMaxPairs = 512;  // rope fast path: head_dim <= 1024
+
+template <class T>
+__device__ __forceinline__ float half_to_f(uint32_t h);  // h: the value's 16 bits
+template <>
+__device__ __forceinline__ float half_to_f<__nv_bfloat16>(uint32_t h) {
+  return __uint_as_float(h << 16);  // exact, as __bfloat162float
+}
+template <>
+__device__ __forceinline__ float half_to_f<__half>(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+// The same conversions as st_f (round to nearest even).
+template <class T>
+__device__ __forceinline__ uint32_t f_to_half(float v);
+template <>
+__device__ __forceinline__ uint32_t f_to_half<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+template <>
+__device__ __forceinline__ uint32_t f_to_half<__half>(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+
+template <class T>
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  CODA_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = half_to_f<T>(w[i] & 0xffffu);
+    f[2 * i + 1] = half_to_f<T>(w[i] >> 16);
+  }
+}
+template <class T>
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint32_t w[4];
+  CODA_UNROLL
+  for (int i = 0; i < 4; ++i) w[i] = f_to_half<T>(f[2 * i]) | (f_to_half<T>(f[2 * i + 1]) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// 8 weights as raw 16-byte vectors (fp32: two), loaded ahead of their use.
+template <class W>
+struct W8 {
+  uint4 v;
+  __device__ __forceinline__ void load(const W* w, int i) { v = reinterpret_cast<const uint4*>(w)[i]; }
+  __device__ __forceinline__ void get(float* f) const { unpack8<W>(v, f); }
+};
+template <>
+struct W8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* w, int i) {
+    a = reinterpret_cast<const float4*>(w)[2 * i];
+    b = reinterpret_cast<const float4*>(w)[2 * i + 1];
+  }
+  __device__ __forceinline__ void get(float* f) const {
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  }
+};
+
+// add and swiglu: rows of `vpr` output vectors (a dense tensor is passed as one long row). A block
+// covers U * blockDim.x vectors of a row, U per thread, all loads issued before the first use, and
+// strides over rows (grid.y) and column chunks (grid.x). ld*: row strides in vectors.
+template <class T, int U>
+__global__ void __launch_bounds__(256) add_vec_kernel(const uint4* a, int64_t lda, const uint4* b, int64_t ldb,
+                                                      uint4* o, int64_t ldo, int64_t rows, int64_t vpr) {
+  const int64_t chunk = int64_t(U) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint4* ar = a + r * lda;
+    const uint4* br = b + r * ldb;
+    uint4* orow = o + r * ldo;
+    for (int64_t c0 = blockIdx.x * chunk + threadIdx.x; c0 < vpr; c0 += gridDim.x * chunk) {
+      uint4 va[U], vb[U];
+      CODA_UNROLL
+      for (int k = 0; k < U; ++k) {
+        const int64_t c = c0 + int64_t(k) * blockDim.x;
+        if (c < vpr) {
+          va[k] = ar[c];
+          vb[k] = br[c];
+        }
+      }
+      CODA_UNROLL
+      for (int k = 0; k < U; ++k) {
+        const int64_t c = c0 + int64_t(k) * blockDim.x;
+        if (c >= vpr) continue;
+        float fa[kVec], fb[kVec];
+        unpack8<T>(va[k], fa);
+        unpack8<T>(vb[k], fb);
+        CODA_UNROLL
+        for (int i = 0; i < kVec; ++i) fa[i] += fb[i];
+        orow[c] = pack8<T>(fa);
+      }
+    }
+  }
+}
+
+// Output vector c of a row: 8 (g, u) pairs from z vectors 2c and 2c + 1.
+template <class T, int U>
+__global__ void __launch_bounds__(256) swiglu_vec_kernel(const uint4* z, int64_t ldz, uint4* o, int64_t ldo,
+                                                         int64_t rows, int64_t vpr) {
+  const int64_t chunk = int64_t(U) * blockDim.x;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const uint4* zr = z + r * ldz;
+    uint4* orow = o + r * ldo;
+    for (int64_t c0 = blockIdx.x * chunk + threadIdx.x; c0 < vpr; c0 += gridDim.x * chunk) {
+      uint4 v[U][2];
+      CODA_UNROLL
+      for (int k = 0; k < U; ++k) {
+        const int64_t c = c0 + int64_t(k) * blockDim.x;
+        if (c < vpr) {
+          v[k][0] = zr[2 * c];
+          v[k][1] = zr[2 * c + 1];
+        }
+      }
+      CODA_UNROLL
+      for (int k = 0; k < U; ++k) {
+        const int64_t c = c0 + int64_t(k) * blockDim.x;
+        if (c >= vpr) continue;
+        float gu[2 * kVec], f[kVec];
+        unpack8<T>(v[k][0], gu);
+        unpack8<T>(v[k][1], gu + kVec);
+        CODA_UNROLL
+        for (int i = 0; i < kVec; ++i) f[i] = epi::swiglu(gu[2 * i], gu[2 * i + 1]);
+        orow[c] = pack8<T>(f);
+      }
+    }
+  }
+}
+
+// One block per row, the row held in registers (V vectors per thread): x is read once for the sum of
+// squares and scaled from registers. w (L2-resident, read by every row) is loaded before the block
+// reduction so that its latency hides behind it.
+template <class T, class W, int V>
+__global__ void __launch_bounds__(512) rmsnorm_vec_kernel(const uint4* x, int64_t ldx, const W* w, float eps,
+                                                          uint4* o, int64_t ldo, float* rstd, int vpr, int64_t cols) {
+  const int64_t m = blockIdx.x;
+  const uint4* xr = x + m * ldx;
+  uint4 v[V];
+  W8<W> wv[V];
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < vpr) v[k] = xr[i];
+  }
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < vpr) wv[k].load(w, i);
+  }
+  float ss = 0.0f;
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    if (k * int(blockDim.x) + int(threadIdx.x) >= vpr) continue;
+    float f[kVec];
+    unpack8<T>(v[k], f);
+    CODA_UNROLL
+    for (int i = 0; i < kVec; ++i) ss += f[i] * f[i];
+  }
+  ss = block_sum(ss);
+  const float r = epi::rms_rstd(ss, 1.0f / static_cast<float>(cols), eps);
+  if (rstd && threadIdx.x == 0) rstd[m] = r;
+  uint4* orow = o + m * ldo;
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i >= vpr) continue;
+    float f[kVec], g[kVec];
+    unpack8<T>(v[k], f);
+    wv[k].get(g);
+    CODA_UNROLL
+    for (int j = 0; j < kVec; ++j) f[j] = f[j] * r * g[j];
+    orow[i] = pack8<T>(f);
+  }
+}
+
+// One block per row over the q and k columns (vr vectors of 4 pairs). A row's angles depend only on
+// (position, pair index within a head), so the head_dim / 2 sin/cos pairs are computed once per row
+// into shared memory (while the row's first loads are in flight) and shared by all q and k heads.
+template <class T, int V>
+__global__ void __launch_bounds__(256) rope_vec_kernel(uint4* q, int64_t ldq, const int* positions, const float* freqs,
+                                                       int vr, int hd) {
+  __shared__ __align__(16) float sn[kRopeMaxPairs];
+  __shared__ __align__(16) float cs[kRopeMaxPairs];
+  const int64_t m = blockIdx.x;
+  uint4* row = q + m * ldq;
+  const int pos = positions[m];
+  const int vh = hd / kVec;  // vectors per head
+  for (int base = 0; base < vr; base += V * int(blockDim.x)) {
+    uint4 v[V];
+    CODA_UNROLL
+    for (int k = 0; k < V; ++k) {
+      const int i = base + k * int(blockDim.x) + int(threadIdx.x);
+      if (i < vr) v[k] = row[i];
+    }
+    if (base == 0) {  // uniform over the block
+      for (int j = threadIdx.x; j < hd / 2; j += blockDim.x) {
+        float s, c;
+        epi::rope_sincos(static_cast<uint32_t>(pos), freqs[j], &s, &c);
+        if (pos < 0) s = c = NAN;
+        sn[j] = s;
+        cs[j] = c;
+      }
+      __syncthreads();
+    }
+    CODA_UNROLL
+    for (int k = 0; k < V; ++k) {
+      const int i = base + k * int(blockDim.x) + int(threadIdx.x);
+      if (i >= vr) continue;
+      const int j0 = (i % vh) * (kVec / 2);  // the vector's first pair within its head
+      const float4 s4 = *reinterpret_cast<const float4*>(sn + j0);
+      const float4 c4 = *reinterpret_cast<const float4*>(cs + j0);
+      float f[kVec];
+      unpack8<T>(v[k], f);
+      epi::rotate(&f[0], &f[1], s4.x, c4.x);
+      epi::rotate(&f[2], &f[3], s4.y, c4.y);
+      epi::rotate(&f[4], &f[5], s4.z, c4.z);
+      epi::rotate(&f[6], &f[7], s4.w, c4.w);
+      row[i] = pack8<T>(f);
+    }
+  }
+}
+
+// ---- fast-path host helpers -------------------------------------------------------------------------
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+// f(Tag<T>{}) with T the 16-bit dtype d (bf16 or fp16): the dtype is dispatched once per launch.
+template <class F>
+void with_half(DType d, F&& f) {
+  if (d == DType::kBF16) f(Tag<__nv_bfloat16>{});
+  else f(Tag<__half>{});
+}
+
+// A 16-bit matrix the fast paths can move as whole 16-byte vectors.
+bool vec16(const TensorView& t) {
+  return t.rank() == 2 && (t.dtype() == DType::kBF16 || t.dtype() == DType::kFP16) && t.stride(1) == 1 &&
+         t.cols() % kVec == 0 && t.stride(0) % kVec == 0 && reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+}
+bool dense(const TensorView& t) { return t.rows() <= 1 || t.stride(0) == t.cols(); }
+uint4* vecs(const TensorView& t) { return static_cast<uint4*>(t.data()); }
+int64_t ld_vecs(const TensorView& t) { return t.stride(0) / kVec; }
+
+// Rows of vpr vectors, u per thread: a warp-multiple block no wider than a row needs, at most 256.
+struct VecLaunch {
+  dim3 grid;
+  unsigned threads;
+};
+VecLaunch vec_launch(int64_t rows, int64_t vpr, int u) {
+  const int64_t threads = std::min<int64_t>(256, ceil_div(ceil_div(vpr, u), 32) * 32);
+  const int64_t gx = std::min<int64_t>(ceil_div(vpr, u * threads), INT32_MAX);
+  return {dim3(static_cast<unsigned>(gx), static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+          static_cast<unsigned>(threads)};
+}
+
 }  // namespace
 
 // ---- entries --------------------------------------------------------------------------------------------
@@ -461,6 +733,16 @@ Status add(const TensorView& a, const TensorView& b, const TensorView& out, cuda
   CODA_TRY(check.status());
   const int64_t n = a.rows() * a.cols();
   if (n == 0) return {};
+  if (vec16(a) && vec16(b) && vec16(out) && b.dtype() == a.dtype() && out.dtype() == a.dtype()) {
+    const bool flat = dense(a) && dense(b) && dense(out);  // one long row
+    const int64_t rows = flat ? 1 : a.rows(), vpr = (flat ? n : a.cols()) / kVec;
+    const VecLaunch l = vec_launch(rows, vpr, kAddVecs);
+    with_half(a.dtype(), [&](auto tag) {
+      add_vec_kernel<typename decltype(tag)::type, kAddVecs><<<l.grid, l.threads, 0, stream>>>(
+          vecs(a), ld_vecs(a), vecs(b), ld_vecs(b), vecs(out), ld_vecs(out), rows, vpr);
+    });
+    return launch_status("unfused::add");
+  }
   add_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(a), mat_of(b), mat_of(out), a.rows(), a.cols());
   return launch_status("unfused::add");
 }
@@ -475,6 +757,31 @@ Status rmsnorm(const TensorView& x, const TensorView& w, float eps, const Tensor
       .optional("rstd_out", rstd_out, {x.rows()}, kFP32Only);
   CODA_TRY(check.status());
   if (x.rows() == 0) return {};
+  const int64_t vpr = x.cols() / kVec;
+  if (vec16(x) && vec16(out) && out.dtype() == x.dtype() && vpr > 0 && vpr <= 8 * 512 &&
+      x.rows() <= INT32_MAX && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0) {
+    // V vectors per thread, at most 512 threads: rows up to 16384 (V = 4) or 32768 (V = 8) values.
+    const int v = vpr <= 4 * 512 ? 4 : 8;
+    const auto threads = static_cast<unsigned>(ceil_div(ceil_div(vpr, v), 32) * 32);
+    const auto grid = static_cast<unsigned>(x.rows());
+    auto* rs = static_cast<float*>(rstd_out.data());
+    with_half(x.dtype(), [&](auto tx) {
+      using T = typename decltype(tx)::type;
+      auto launch = [&](auto tw) {
+        using W = typename decltype(tw)::type;
+        const W* wp = static_cast<const W*>(w.data());
+        if (v == 4)
+          rmsnorm_vec_kernel<T, W, 4><<<grid, threads, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out),
+                                                                    ld_vecs(out), rs, int(vpr), x.cols());
+        else
+          rmsnorm_vec_kernel<T, W, 8><<<grid, threads, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out),
+                                                                    ld_vecs(out), rs, int(vpr), x.cols());
+      };
+      if (w.dtype() == DType::kFP32) launch(Tag<float>{});
+      else with_half(w.dtype(), launch);
+    });
+    return launch_status("unfused::rmsnorm");
+  }
   rmsnorm_kernel<<<static_cast<unsigned>(x.rows()), 256, 0, stream>>>(
       mat_of(x), w.data(), static_cast<int>(w.dtype()), eps, mat_of(out), static_cast<float*>(rstd_out.data()),
       x.cols());
@@ -490,6 +797,16 @@ Status swiglu(const TensorView& z, const TensorView& o, cudaStream_t stream) {
   CODA_TRY(check.status());
   const int64_t n = z.rows() * (z.cols() / 2);
   if (n == 0) return {};
+  if (vec16(z) && vec16(o) && o.dtype() == z.dtype()) {  // o: 8 | F, so z: 16 | 2F
+    const bool flat = dense(z) && dense(o);                // one long row
+    const int64_t rows = flat ? 1 : z.rows(), vpr = (flat ? n : o.cols()) / kVec;
+    const VecLaunch l = vec_launch(rows, vpr, kSwigluVecs);
+    with_half(z.dtype(), [&](auto tag) {
+      swiglu_vec_kernel<typename decltype(tag)::type, kSwigluVecs><<<l.grid, l.threads, 0, stream>>>(
+          vecs(z), ld_vecs(z), vecs(o), ld_vecs(o), rows, vpr);
+    });
+    return launch_status("unfused::swiglu");
+  }
   swiglu_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(z), mat_of(o), z.rows(), z.cols() / 2);
   return launch_status("unfused::swiglu");
 }
@@ -505,6 +822,18 @@ Status rope(const TensorView& qkv, const TensorView& positions, const TensorView
   CODA_TRY(check.status());
   const int64_t n = qkv.rows() * (heads.rope_cols() / 2);
   if (n == 0) return {};
+  const int64_t hd = heads.head_dim, vr = heads.rope_cols() / kVec;
+  if (vec16(qkv) && hd >= kVec && hd % kVec == 0 && hd / 2 <= kRopeMaxPairs && vr <= INT32_MAX / 2 &&
+      qkv.rows() <= INT32_MAX) {
+    const auto threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(ceil_div(vr, kRopeVecs), 32) * 32));
+    with_half(qkv.dtype(), [&](auto tag) {
+      rope_vec_kernel<typename decltype(tag)::type, kRopeVecs>
+          <<<static_cast<unsigned>(qkv.rows()), threads, 0, stream>>>(
+              vecs(qkv), ld_vecs(qkv), static_cast<const int*>(positions.data()),
+              static_cast<const float*>(freqs.data()), static_cast<int>(vr), static_cast<int>(hd));
+    });
+    return launch_status("unfused::rope");
+  }
   rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(mat_of(qkv), static_cast<const int*>(positions.data()),
                                                       static_cast<const float*>(freqs.data()), qkv.rows(),
                                                       heads.head_dim, heads.rope_cols());

@@ -177,6 +177,7 @@ int run_gpu_bench(const Options& opt) {
   }
   std::string fused_json;
   const bool fused_ok = run_fused_bench(opt, timer, ceil, seed, fused_json);
+  const bool unfused_ok = run_unfused_bench(opt, timer, ceil, seed, fused_json);
   std::vector<double> v, vt;
   double worst = 0, worst_t = 0;
   for (const Record& r : records) {
@@ -210,7 +211,7 @@ int run_gpu_bench(const Options& opt) {
     std::printf("wrote %s\n", opt.json_path.c_str());
   }
   cublasLtDestroy(lt);
-  return fused_ok ? 0 : 2;
+  return fused_ok && unfused_ok ? 0 : 2;
 }
 
 }  // namespace coda::cli

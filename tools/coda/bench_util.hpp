@@ -83,5 +83,7 @@ inline bool selected(const Options& opt, const std::string& name) {
 // The fused benchmarks (op.*, block.*, lmhead.*): appends JSON records (without the brackets) to
 // `json` and returns false on a failure (message printed).
 bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uint64_t seed, std::string& json);
+// The unfused elementwise kernels (unfused.*) against the copy bandwidth; same contract.
+bool run_unfused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uint64_t seed, std::string& json);
 
 }  // namespace coda::cli
