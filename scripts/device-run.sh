@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [build] [smoke] [tests] [sanitizer] [bench] [bench-args...]
+#   scripts/device-run.sh [build] [smoke] [tests] [sanitizer] [bench] [peers] [bench-args...]
 # Default: smoke tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
+# peers (not a default step): bench/peers.py times the same cases in PyTorch eager and torch.compile
+# (docs/peers.md) into $OUT/peers.json, then bench/compare.py prints coda's ratio next to
+# torch.compile's (compare.txt) when $OUT/bench.json is there too. Bench args (name filters) are
+# passed to both, wherever they stand on the command line.
 # Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
 # CUTLASS headers).
 set -uo pipefail
@@ -14,6 +18,9 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PA
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(smoke tests sanitizer bench)
 bench_args=()
+for s in "${steps[@]}"; do  # the words that are not steps: filters for bench and peers
+  case "$s" in build | smoke | tests | sanitizer | bench | peers) ;; *) bench_args+=("$s") ;; esac
+done
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu \
@@ -61,7 +68,15 @@ for s in "${steps[@]}"; do
       timeout 570 build/bin/coda bench --json "$OUT/bench.json" "${bench_args[@]}" 2>&1 | tee "$OUT/bench.log"
       log "bench rc=${PIPESTATUS[0]}"
       ;;
-    *) bench_args+=("$s") ;;
+    peers)
+      log "peers: PyTorch eager and torch.compile on the same cases"
+      timeout 400 python3 bench/peers.py --json "$OUT/peers.json" "${bench_args[@]}" 2>&1 | tee "$OUT/peers.log"
+      log "peers rc=${PIPESTATUS[0]}"
+      if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
+        python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" | tee "$OUT/compare.txt"
+      fi
+      ;;
+    *) ;;  # a bench arg (collected above)
   esac
 done
 log "done"
