@@ -1,7 +1,22 @@
 # Writes ${OUT} with the current git commit (+ "-dirty" for uncommitted changes), at build time,
 # rewriting it only when it changes. Used for the "commit" field of benchmark results.
-execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SRC}
-                OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+# Only coda's own checkout counts: a source tree exported into another repository (a tarball
+# unpacked inside it) would otherwise record that repository's commit.
+execute_process(COMMAND git rev-parse --show-toplevel WORKING_DIRECTORY ${SRC}
+                OUTPUT_VARIABLE toplevel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc_top)
+set(own_checkout FALSE)
+if(rc_top EQUAL 0 AND NOT toplevel STREQUAL "")
+  get_filename_component(top_real "${toplevel}" REALPATH)
+  get_filename_component(src_real "${SRC}" REALPATH)
+  if(top_real STREQUAL src_real)
+    set(own_checkout TRUE)
+  endif()
+endif()
+set(rc 1)
+if(own_checkout)
+  execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SRC}
+                  OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+endif()
 if(NOT rc EQUAL 0 OR commit STREQUAL "")
   set(commit "unknown")
 else()
