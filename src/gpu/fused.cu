@@ -91,9 +91,11 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   GemmConfig c = choose_config(prob);
   // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. A lean epilogue hides
   // under the other warpgroup's mainloop in the pingpong kernel, so fused programs follow the
-  // plain GEMM's choice (pingpong for K <= 4096, bench/NOTES.md); its 256x128 cooperative choice
-  // maps to the 128x256 one.
-  const bool coop = c.variant != KernelVariant::k128x128_pp_c2x1;
+  // plain GEMM's choice (pingpong for K <= 4096; its 256x128 cooperative choice maps to the
+  // 128x256 one), except LSE partials: a 256-column tile owns its granule, while two 128-column
+  // halves merge through a compare-and-swap per row (H200, b648f6e: LM-head loss 1.52x cuBLAS
+  // cooperative against 1.77x pingpong; bench/NOTES.md).
+  const bool coop = c.variant != KernelVariant::k128x128_pp_c2x1 || epi::resources_of<Program>().row_lses > 0;
   c.variant = coop ? KernelVariant::k128x256_c2x1 : KernelVariant::k128x128_pp_c2x1;
   if (coop) {
     const int64_t tm = (prob.m + 127) / 128, tn = (prob.n + 255) / 256;
