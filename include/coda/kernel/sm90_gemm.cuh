@@ -321,7 +321,10 @@ struct Sm90Gemm {
     CUTE_DEVICE float row(int i, const epi::Frag& f) const { return rowv[i][b_of(f)]; }
     CUTE_DEVICE int row_int(int i, const epi::Frag& f) const { return rowi[i][b_of(f)]; }
     // One shared load at a constant offset (the compiler issues it early; no registers held).
-    CUTE_DEVICE float col(int i, const epi::Frag& f, int n) const { return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)]; }
+    CUTE_DEVICE float col(int i, const epi::Frag& f, int n) const {
+      static_assert(kColVecs > 0, "the program reads column vectors: declare them in kResources.col_vecs");
+      return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)];
+    }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
       if (i < kTmaTiles) {
         const uint32_t a = uint32_t(i * kTileSlotBytes) + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) +
@@ -401,6 +404,7 @@ struct Sm90Gemm {
     // operands the binding names: EpiParams::rotation_*) when the chunk's rows or column phase
     // differ from the last fill.
     CUTE_DEVICE void rotation(const epi::Frag& f, int, int, float* s, float* c) const {
+      static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
       epi::sincos_turns(acc.rot_t[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
     }
     CUTE_DEVICE void fill_rotation() const {
