@@ -1,8 +1,10 @@
 // Transcendentals used by epilogue functors, identical in meaning on host and device.
 //
-// Device code uses the CUDA math library (expf, rsqrtf: full-precision variants, never the
-// approximate __expf); host code uses <cmath>. Both are within a few ulp of each other, far below
-// the bf16 rounding every stored result goes through.
+// Device code uses the CUDA math library (expf, rsqrtf: full-precision variants) except in the
+// per-element epilogue work, where the special-function unit's approximations serve (sin/cos of an
+// exactly reduced angle here, ex2/rcp in epi::sigmoid, exp2 in the GPU's LSE fold: relative or
+// absolute errors near 2^-21, four orders under the bf16 rounding every stored result goes
+// through); host code uses <cmath>.
 #pragma once
 
 #include <cmath>
