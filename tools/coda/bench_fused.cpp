@@ -19,25 +19,6 @@ namespace {
 constexpr DType kBF16 = DType::kBF16;
 constexpr DType kFP32 = DType::kFP32;
 
-// A device matrix (16-byte-padded rows) or vector that owns its memory.
-struct DMat {
-  Buffer buf;
-  TensorView view;
-};
-DMat dmat(DType t, int64_t rows, int64_t cols) {
-  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(t));
-  const int64_t c = cols == 0 ? 1 : cols;
-  // Tile tensors get 16-byte-aligned rows (TMA); fp32 matrices here are partials, which are dense.
-  const int64_t ld = t == DType::kFP32 ? c : (c + per16 - 1) / per16 * per16;
-  DMat m{Buffer(static_cast<size_t>(std::max<int64_t>(rows, 1) * ld) * dtype_size(t)), {}};
-  m.view = cols == 0 ? TensorView::vector(m.buf.get(), t, rows) : TensorView::matrix(m.buf.get(), t, rows, cols, ld);
-  return m;
-}
-DMat drand(DType t, int64_t rows, int64_t cols, uint64_t seed, float scale) {
-  DMat m = dmat(t, rows, cols);
-  dev::fill_uniform(cols == 0 ? TensorView::matrix(m.view.data(), t, 1, rows) : m.view, seed, scale);
-  return m;
-}
 // A vector of values in [lo, hi).
 DMat dpositive(int64_t n, uint64_t seed, float lo, float hi) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -143,11 +124,6 @@ class Bench {
   std::vector<Row> rows_;
 };
 
-struct ModelShape {
-  const char* name;
-  int64_t tokens, d, f, hq, hkv, hd;
-};
-const ModelShape kModels[] = {{"1b", 16384, 2048, 8192, 32, 8, 64}, {"8b", 8192, 4096, 14336, 32, 8, 128}};
 
 std::vector<int32_t> positions(int64_t m) {
   std::vector<int32_t> p(static_cast<size_t>(m));

@@ -17,36 +17,12 @@ constexpr DType kBF16 = DType::kBF16;
 constexpr DType kFP32 = DType::kFP32;
 constexpr double kBarPct = 80.0;
 
-// A device matrix (16-byte-padded rows) or vector that owns its memory (as in bench_fused.cpp).
-struct DMat {
-  Buffer buf;
-  TensorView view;
-};
-DMat dmat(DType t, int64_t rows, int64_t cols) {
-  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(t));
-  const int64_t c = cols == 0 ? 1 : cols;
-  const int64_t ld = t == kFP32 ? c : (c + per16 - 1) / per16 * per16;
-  DMat m{Buffer(static_cast<size_t>(std::max<int64_t>(rows, 1) * ld) * dtype_size(t)), {}};
-  m.view = cols == 0 ? TensorView::vector(m.buf.get(), t, rows) : TensorView::matrix(m.buf.get(), t, rows, cols, ld);
-  return m;
-}
-DMat drand(DType t, int64_t rows, int64_t cols, uint64_t seed, float scale) {
-  DMat m = dmat(t, rows, cols);
-  dev::fill_uniform(cols == 0 ? TensorView::matrix(m.view.data(), t, 1, rows) : m.view, seed, scale);
-  return m;
-}
 DMat dupload(DType t, const void* host, int64_t n) {
   DMat m = dmat(t, n, 0);
   dev::check(cudaMemcpy(m.view.data(), host, static_cast<size_t>(n) * dtype_size(t), cudaMemcpyHostToDevice),
              "upload");
   return m;
 }
-
-struct ModelShape {
-  const char* name;
-  int64_t tokens, d, f, hq, hkv, hd;
-};
-const ModelShape kModels[] = {{"1b", 16384, 2048, 8192, 32, 8, 64}, {"8b", 8192, 4096, 14336, 32, 8, 128}};
 
 struct Row {
   std::string name;

@@ -80,6 +80,36 @@ inline bool selected(const Options& opt, const std::string& name) {
 }
 
 
+// ---- device data for the benchmarks (bench_fused.cpp, bench_unfused.cpp) ------------------------
+
+// A device matrix (16-byte-padded rows) or vector that owns its memory. Tile tensors get
+// 16-byte-aligned rows (TMA); fp32 matrices are partials, which are dense.
+struct DMat {
+  Buffer buf;
+  TensorView view;
+};
+inline DMat dmat(DType t, int64_t rows, int64_t cols) {
+  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(t));
+  const int64_t c = cols == 0 ? 1 : cols;
+  const int64_t ld = t == DType::kFP32 ? c : (c + per16 - 1) / per16 * per16;
+  DMat m{Buffer(static_cast<size_t>(std::max<int64_t>(rows, 1) * ld) * dtype_size(t)), {}};
+  m.view = cols == 0 ? TensorView::vector(m.buf.get(), t, rows) : TensorView::matrix(m.buf.get(), t, rows, cols, ld);
+  return m;
+}
+// Uniform random values in [-scale, scale).
+inline DMat drand(DType t, int64_t rows, int64_t cols, uint64_t seed, float scale) {
+  DMat m = dmat(t, rows, cols);
+  dev::fill_uniform(cols == 0 ? TensorView::matrix(m.view.data(), t, 1, rows) : m.view, seed, scale);
+  return m;
+}
+
+// The LLaMA-3 shapes of design.md 8.
+struct ModelShape {
+  const char* name;
+  int64_t tokens, d, f, hq, hkv, hd;
+};
+inline constexpr ModelShape kModels[] = {{"1b", 16384, 2048, 8192, 32, 8, 64}, {"8b", 8192, 4096, 14336, 32, 8, 128}};
+
 // The fused benchmarks (op.*, block.*, lmhead.*): appends JSON records (without the brackets) to
 // `json` and returns false on a failure (message printed).
 bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uint64_t seed, std::string& json);
