@@ -105,6 +105,11 @@ TEST(BadInput, Gemm) {
   expect_rejected<A>("mixed dtypes", make_gemm, [](A& a) { a.b.desc.dtype = CODA_DTYPE_FP16; }, run_gemm, "gemm", "b",
                      "same dtype");
   expect_rejected<A>("K mismatch", make_gemm, [](A& a) { a.b.desc.sizes[1] = 16; }, run_gemm, "gemm", "b", "K = 24");
+  // the epilogue addresses rows and columns with ints (the views are never read: rejected first)
+  expect_rejected<A>("M >= 2^31", make_gemm, [](A& a) { a.a.desc.sizes[0] = int64_t{1} << 31; }, run_gemm, "gemm",
+                     "a", "fewer than 2^31 rows");
+  expect_rejected<A>("N >= 2^31", make_gemm, [](A& a) { a.b.desc.sizes[0] = int64_t{1} << 31; }, run_gemm, "gemm",
+                     "b", "fewer than 2^31 rows");
   expect_rejected<A>("d shape", make_gemm, [](A& a) { a.d.desc.sizes[1] = 32; }, run_gemm, "gemm", "d",
                      "must have shape [33, 40]");
   expect_rejected<A>("d int32", make_gemm, [](A& a) { a.d.desc.dtype = CODA_DTYPE_INT32; }, run_gemm, "gemm", "d",
