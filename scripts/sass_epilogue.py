@@ -70,26 +70,26 @@ LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", lin
 
 
 def parse(text):
-    """Yield (function, instruction text, [(file, line), ...] innermost first)."""
-    func, stack = None, []
+    """Yield (function, instruction text, [(file, line), ...] innermost first).
+
+    A block of '//## File' lines precedes the instructions it describes (innermost frame first);
+    the next instruction keeps the last block until a new block starts."""
+    func, stack, in_block = None, [], False
     for raw in text.split("\n"):
         m = FUNC.match(raw)
         if m:
-            func, stack = m.group(1), []
+            func, stack, in_block = m.group(1), [], False
             continue
         m = LINE.search(raw)
         if m:
-            if not stack or stack[-1] != "open":
-                stack = []
-            stack_frames = stack[:-1] if stack and stack[-1] == "open" else stack
-            stack_frames.append((m.group(1), int(m.group(2))))
-            stack = stack_frames + ["open"]
+            if not in_block:
+                stack, in_block = [], True
+            stack.append((m.group(1), int(m.group(2))))
             continue
         m = INSN.match(raw)
         if m and func:
-            frames = [f for f in stack if f != "open"]
-            yield func, m.group(2).strip(), frames
-            stack = frames  # the same stack until the next line block
+            in_block = False
+            yield func, m.group(2).strip(), stack
 
 
 def main():

@@ -22,7 +22,7 @@ class HostCtx {
   TensorView rows[kSlots];          // per-row float vectors   [M]
   TensorView row_ints[kSlots];      // per-row int32 vectors   [M]
   TensorView cols[kSlots];          // per-column vectors      [any]
-  int col_period[kSlots] = {};      // column n reads entry (n mod period) / step (period 0: n / step)
+  int col_period[kSlots] = {};      // column n reads entry epi::col_entry(n, period, step)
   int col_step[kSlots] = {1, 1, 1, 1};
   TensorView tiles[kSlots];         // tile operands           [M, any]
   TensorView outs[kSlots];          // tile outputs            [M, any]
@@ -39,7 +39,7 @@ class HostCtx {
   float row(int i, const epi::Frag& f) const { return load_f32(rows[i], f.m); }
   int row_int(int i, const epi::Frag& f) const { return static_cast<int>(load_i32(row_ints[i], f.m)); }
   float col(int i, const epi::Frag&, int n) const {
-    return load_f32(cols[i], (col_period[i] > 0 ? n % col_period[i] : n) / col_step[i]);
+    return load_f32(cols[i], epi::col_entry(n, col_period[i], col_step[i]));
   }
   float tile(int i, const epi::Frag& f, int n) const { return load_f32(tiles[i], f.m, n); }
   epi::Pair tile2(int i, const epi::Frag& f, int n) const { return {tile(i, f, n), tile(i, f, n + 1)}; }

@@ -174,7 +174,6 @@ Status rope_impl(const char* op, const RopeArgs& args, cudaStream_t stream) {
   L.epi.cols[P::kColFreq].step = 2;
   L.epi.rotation_pos = P::kRowPos;
   L.epi.rotation_freq = P::kColFreq;
-  L.epi.rotation_period = static_cast<int>(args.heads.head_dim);
   CODA_TRY(bind_output(L.epi, P::kOut, args.out, op));
   return run_fused(op, args.a, args.b, L, stream);
 }

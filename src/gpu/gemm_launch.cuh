@@ -114,12 +114,13 @@ Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
   p.out_dtype = kDtBF16;  // the dtype of the first defined output
   for (int o = L.epi.num_outs - 1; o >= 0; --o)
     if (L.epi.outs[o].defined) p.out_dtype = L.epi.outs[o].dtype;
-  p.tile_dtype = kDtBF16;  // the dtype of the TMA-staged tile operands (one per launch)
-  for (int i = kEpiSlots - 1; i >= 0; --i)
-    if (i < Kernel::kTmaTiles && L.epi.tiles[i].ptr) p.tile_dtype = L.epi.tiles[i].dtype;
-  for (int i = 0; i < Kernel::kTmaTiles && i < kEpiSlots; ++i)
-    if (L.epi.tiles[i].ptr && L.epi.tiles[i].dtype != p.tile_dtype)
+  p.tile_dtype = -1;  // the dtype of the TMA-staged tile operands (one per launch)
+  for (int i = 0; i < Kernel::kTmaTiles && i < kEpiSlots; ++i) {
+    if (!L.epi.tiles[i].ptr) continue;
+    if (p.tile_dtype >= 0 && L.epi.tiles[i].dtype != p.tile_dtype)
       return Status::not_supported("gemm: the TMA-staged tile operands of one fused operator must share a dtype");
+    p.tile_dtype = L.epi.tiles[i].dtype;
+  }
   p.debug = L.debug;
   for (int o = 0; o < L.epi.num_outs; ++o)
     if (L.epi.outs[o].defined && L.epi.outs[o].dtype != p.out_dtype)

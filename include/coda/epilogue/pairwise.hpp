@@ -68,11 +68,13 @@ CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns(pos, f_turns), s, c);
 }
 
-// The rotation of a row at position pos (RoPE): a negative position poisons the row (NaN) instead
-// of rotating silently.
+// The rotation of a row at position pos (RoPE): a negative position poisons the row (a NaN angle,
+// so NaN sin and cos) instead of rotating silently.
+CODA_HD float rope_turns_at(int pos, float f_turns) {
+  return pos < 0 ? NAN : rope_turns(static_cast<uint32_t>(pos), f_turns);
+}
 CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
-  rope_sincos(static_cast<uint32_t>(pos), f_turns, s, c);
-  if (pos < 0) *s = *c = NAN;
+  sincos_turns(rope_turns_at(pos, f_turns), s, c);
 }
 
 // Rotate (x, y) by +theta (forward); pass -s for the backward rotation by -theta.

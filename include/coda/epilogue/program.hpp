@@ -74,6 +74,10 @@ struct Resources {
   int rotation = 0;
 };
 
+// The entry of a column vector that column n reads: (n mod period) / step, period 0 meaning none
+// (RoPE frequencies, one per pair of a head: period head_dim, step 2). Both backends' bindings.
+CODA_HD int col_entry(int n, int period, int step) { return (period > 0 ? n % period : n) / step; }
+
 template <class P, class = void>
 struct HasResources : std::false_type {};
 template <class P>

@@ -21,8 +21,8 @@ struct EpiScalar {
 struct EpiVector {  // per-row (length M) or per-column vector
   const void* ptr = nullptr;
   int dtype = kDtFP32;
-  // Column vectors: column n reads entry (n mod period) / step (period 0: n / step); e.g. RoPE
-  // frequencies, one per pair of a head: period head_dim, step 2.
+  // Column vectors: column n reads entry epi::col_entry(n, period, step); e.g. RoPE frequencies,
+  // one per pair of a head: period head_dim, step 2.
   int period = 0;
   int step = 1;
 };
@@ -61,9 +61,9 @@ struct EpiParams {
   EpiPartial seg_sums[kEpiSlots];  // [M, segments] per-row sums per column segment
   float* row_outs[kEpiSlots] = {};  // [M] per-row values
   int num_outs = 0;  // outputs 0 .. num_outs-1 are staged (undefined ones are skipped)
-  // ctx.rotation's operands: the row_ints slot of the positions, the cols slot of the frequencies,
-  // and the columns after which the angles repeat (0: never).
-  int rotation_pos = 0, rotation_freq = 0, rotation_period = 0;
+  // ctx.rotation's operands: the row_ints slot of the positions, the cols slot of the frequencies
+  // (whose period is the angles' period).
+  int rotation_pos = 0, rotation_freq = 0;
 };
 
 }  // namespace coda::sm90

@@ -265,7 +265,7 @@ struct Sm90Gemm {
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
     // ctx.rotation's angle per pair slot, exactly reduced to turns in [-1/2, 1/2) (the integer
     // work of epi::rope_turns), valid for the chunk origin row rot_m and column phase rot_phase
-    // (the angle depends on the row and on the column modulo rotation_period only). NOTES: angles,
+    // (the angle depends on the row and on the column modulo the frequencies' period). NOTES: angles,
     // not sin and cos: 16 registers next to the 128 accumulators fit the 168-register budget of
     // a 384-thread kernel, 32 spill; sin and cos are then two SFU operations per pair.
     float rot_t[kRes.rotation ? 16 : 1];
@@ -303,9 +303,6 @@ struct Sm90Gemm {
     const uint8_t* tiles;
     StageAddr out_full, out_half, tile_a;
     TileAcc& acc;
-    int tile_n0;               // first column of the tile
-    int cm0, cn0;              // the chunk's origin
-    bool rot_fill;             // the driver fills the rotation table before this chunk's visit
     float rowv[kEpiSlots][2];  // row operands at the thread's two rows
     int rowi[kEpiSlots][2];
     const float* cols;  // the tile's staged column vectors at the thread's first column of the chunk
@@ -325,20 +322,18 @@ struct Sm90Gemm {
       static_assert(kColVecs > 0, "the program reads column vectors: declare them in kResources.col_vecs");
       return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)];
     }
+    // Staged tile i at column n of the pair (a 64 x 64 16-bit box, 128-byte swizzled rows).
+    CUTE_DEVICE const uint8_t* tile_at(int i, const epi::Frag& f, int n) const {
+      return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) + 2 * (n - f.n);
+    }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
-      if (i < kTmaTiles) {
-        const uint32_t a = uint32_t(i * kTileSlotBytes) + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) +
-                           uint32_t(2 * (n - f.n));
-        return to_float(*reinterpret_cast<const unsigned short*>(tiles + a));
-      }
+      if (i < kTmaTiles) return to_float(*reinterpret_cast<const unsigned short*>(tile_at(i, f, n)));
       const EpiTile& t = p.epi.tiles[i];
       return load_as_float(t.ptr, int64_t(f.m) * t.ld + n, t.dtype);
     }
     CUTE_DEVICE epi::Pair tile2(int i, const epi::Frag& f, int n) const {
       if (i < kTmaTiles) {
-        const uint32_t a = uint32_t(i * kTileSlotBytes) + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) +
-                           uint32_t(2 * (n - f.n));
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(tiles + a);
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(tile_at(i, f, n));
         return {to_float(static_cast<unsigned short>(w & 0xffffu)), to_float(static_cast<unsigned short>(w >> 16))};
       }
       return {tile(i, f, n), tile(i, f, n + 1)};
@@ -400,8 +395,8 @@ struct Sm90Gemm {
     CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int, float v) const { segc[s][jj_of(f) >= 4][b_of(f)] += v; }
     // Column partials belong to the backward operators (not compiled for the GPU yet).
     CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int n, float v) const;
-    // Two register reads: the driver fills the table (every pair slot of the chunk, from the
-    // operands the binding names: EpiParams::rotation_*) when the chunk's rows or column phase
+    // The table read: the driver fills it (every pair slot of the chunk, from the operands the
+    // binding names: EpiParams::rotation_pos / rotation_freq) when the chunk's rows or column phase
     // differ from the last fill.
     CUTE_DEVICE void rotation(const epi::Frag& f, int, int, float* s, float* c) const {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
@@ -417,7 +412,7 @@ struct Sm90Gemm {
         for (int i = 0; i < kEpiSlots; ++i) ps = i == pos ? rowi[i][j & 1] : ps;  // selects: slots stay registers
         CUTE_UNROLL
         for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * (j >> 1)] : fr;
-        acc.rot_t[j] = ps < 0 ? NAN : epi::rope_turns(static_cast<uint32_t>(ps), fr);
+        acc.rot_t[j] = epi::rope_turns_at(ps, fr);
       }
     }
   };
@@ -564,8 +559,7 @@ struct Sm90Gemm {
       CUTE_UNROLL
       for (int k = 0; k < kColsPerThread; ++k) {
         const int n = tile_n * kTileN + t + 128 * k;
-        const int e = (c.period > 0 ? n % c.period : n) / c.step;
-        tr.col[i][k] = c.ptr && n < p.n ? load_as_float(c.ptr, e, c.dtype) : 0.0f;
+        tr.col[i][k] = c.ptr && n < p.n ? load_as_float(c.ptr, epi::col_entry(n, c.period, c.step), c.dtype) : 0.0f;
       }
     }
   }
@@ -714,7 +708,6 @@ struct Sm90Gemm {
         }
       }
       // 2. the program, once per column pair
-      const int phase = p.epi.rotation_period > 0 ? cn0 % p.epi.rotation_period : cn0;
       ChunkCtx<OutDt, TileDt> ctx{p,
                                   {scalars[0], scalars[1], scalars[2], scalars[3]},
                                   buf,
@@ -723,10 +716,6 @@ struct Sm90Gemm {
                                   out_half,
                                   tile_a,
                                   acc,
-                                  gn0,
-                                  cm0,
-                                  cn0,
-                                  !(acc.rot_m == cm0 && acc.rot_phase == phase),
                                   {},
                                   {},
                                   kColVecs > 0 ? colbuf + c0 + 64 * cj : nullptr,
@@ -754,24 +743,30 @@ struct Sm90Gemm {
         CUTE_UNROLL
         for (int h = 0; h < 2; ++h) ctx.segc[r][h][0] = ctx.segc[r][h][1] = 0.0f;
       }
+      CUTE_UNROLL
+      for (int r = 0; r < kRes.row_lses; ++r) {  // pairs not fed (edge, or a conditional feed) add nothing
+        CUTE_UNROLL
+        for (int j = 0; j < 16; ++j) ctx.lse_v[r][j][0] = ctx.lse_v[r][j][1] = -INFINITY;
+      }
 #ifdef CODA_SASS_INTERIOR_ONLY  // scripts/sass_epilogue.py --interior-only: one visit per chunk, for unambiguous counts
       const bool interior = true;
 #else
       const bool interior = cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n;
 #endif
-      if constexpr (kRes.rotation != 0) {
-        if (ctx.rot_fill) ctx.fill_rotation();
+      if constexpr (kRes.rotation != 0) {  // the angles depend on the rows and the column phase only
+        const int period = p.epi.cols[p.epi.rotation_freq].period;
+        const int phase = period > 0 ? cn0 % period : cn0;
+        if (!(acc.rot_m == cm0 && acc.rot_phase == phase) && !(p.debug & 2)) {
+          ctx.fill_rotation();
+          acc.rot_m = cm0;
+          acc.rot_phase = phase;
+        }
       }
       if (p.debug & 2) {
         // diagnostics: staging and stores without the program
       } else if (interior) {
         visit_chunk<false>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       } else {
-        CUTE_UNROLL
-        for (int r = 0; r < kRes.row_lses; ++r) {
-          CUTE_UNROLL
-          for (int j = 0; j < 16; ++j) ctx.lse_v[r][j][0] = ctx.lse_v[r][j][1] = -INFINITY;
-        }
         visit_chunk<true>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       }
       if (!(p.debug & 2)) {
@@ -792,8 +787,6 @@ struct Sm90Gemm {
               acc.seg[r][k][b] += (k == k0 ? lo : 0.0f) + (k == k0 + 1 ? hi : 0.0f);
           }
         }
-        acc.rot_m = cm0;
-        acc.rot_phase = phase;
         if (ctx.rowo_set) {
           CUTE_UNROLL
           for (int o = 0; o < kEpiSlots; ++o) {
