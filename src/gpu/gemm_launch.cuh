@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 
@@ -59,6 +60,33 @@ using KernelOf = Sm90Gemm<Element, AK, BK, typename VariantTraits<V>::Tile, type
 inline Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return {};
   return Status::cuda_error(std::string("gemm: ") + what + ": " + cudaGetErrorString(e));
+}
+
+// Diagnostics (CODA_DEBUG_EPILOGUE bit 4): launch, wait, and print the cycles per phase that thread
+// 0 of each consumer warpgroup counted (Sm90Gemm::Trace), per tile and per epilogue chunk.
+template <class Kernel, class KernelFn>
+Status launch_traced(cudaLaunchConfig_t& cfg, KernelFn kernel, typename Kernel::Params& p) {
+  constexpr int kN = Kernel::kTrCount;
+  static unsigned long long* buf = nullptr;
+  if (!buf) CODA_TRY(cuda_status(cudaMalloc(&buf, kN * sizeof(unsigned long long)), "trace buffer"));
+  CODA_TRY(cuda_status(cudaMemsetAsync(buf, 0, kN * sizeof(unsigned long long), cfg.stream), "trace reset"));
+  p.trace = buf;
+  CODA_TRY(cuda_status(cudaLaunchKernelEx(&cfg, kernel, p), "launch"));
+  unsigned long long c[kN];
+  CODA_TRY(cuda_status(cudaMemcpyAsync(c, buf, sizeof(c), cudaMemcpyDeviceToHost, cfg.stream), "trace read"));
+  CODA_TRY(cuda_status(cudaStreamSynchronize(cfg.stream), "trace wait"));
+  const double tiles = c[Kernel::kTrTiles] ? double(c[Kernel::kTrTiles]) : 1.0;
+  const double chunks = c[Kernel::kTrChunks] ? double(c[Kernel::kTrChunks]) : 1.0;
+  std::fprintf(stderr,
+               "trace %dx%dx%d %s: cycles per tile: turn-mma %.0f mma %.0f turn-epi %.0f epilogue %.0f | per chunk "
+               "(%.1f per tile): buffer %.0f tiles %.0f program %.0f publish %.0f flush %.0f\n",
+               p.m, p.n, p.k, Kernel::kPingpongV ? "pingpong" : "cooperative", c[Kernel::kTrOrderMma] / tiles,
+               c[Kernel::kTrMma] / tiles, c[Kernel::kTrOrderEpi] / tiles,
+               (c[Kernel::kTrBufWait] + c[Kernel::kTrTileWait] + c[Kernel::kTrProgram] + c[Kernel::kTrPublish] +
+                c[Kernel::kTrFlush]) / tiles,
+               chunks / tiles, c[Kernel::kTrBufWait] / chunks, c[Kernel::kTrTileWait] / chunks,
+               c[Kernel::kTrProgram] / chunks, c[Kernel::kTrPublish] / chunks, c[Kernel::kTrFlush] / chunks);
+  return {};
 }
 
 template <class Element, bool AK, bool BK, int V, class Program>
@@ -144,7 +172,8 @@ Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
   attr.val.clusterDim.z = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  return cuda_status(cudaLaunchKernelEx(&cfg, kernel, p), "launch");
+  if (!(Kernel::kTrace && (p.debug & 4))) return cuda_status(cudaLaunchKernelEx(&cfg, kernel, p), "launch");
+  return launch_traced<Kernel>(cfg, kernel, p);
 }
 
 }  // namespace coda::sm90

@@ -32,7 +32,8 @@ sm90::EpiPartial partial_of(const TensorView& t, int seg_shift = 0);
 int dtype_code(DType d);
 int sm_count();
 bool env_on(const char* name);
-// Diagnostics for benchmarks only: CODA_DEBUG_EPILOGUE=1 skips the epilogue, =2 its program.
+// Diagnostics for benchmarks only: CODA_DEBUG_EPILOGUE=1 skips the epilogue, =2 its program, =4 prints
+// the cycles per phase of every launch (waits for it) to stderr in a build with -DCODA_EPI_TRACE.
 int debug_flags();
 
 }  // namespace coda::gpu_host

@@ -151,6 +151,7 @@ struct Sm90Gemm {
   static constexpr int kClusterM = size<0>(ClusterShape{});
   static constexpr int kClusterN = size<1>(ClusterShape{});
   static constexpr int kThreads = 384;
+  static constexpr bool kPingpongV = kPingpong;
   static constexpr int kEpiArenaBytes = 16384;  // per consumer warpgroup
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
@@ -246,7 +247,45 @@ struct Sm90Gemm {
     int epi_buffers;  // smem buffers per warpgroup (1 or 2), chosen by the host from the outputs
     int out_dtype;    // the storage dtype shared by every tile output
     int tile_dtype;   // the dtype shared by every TMA-staged tile operand (bf16 or fp16)
-    int debug;        // diagnostics (CODA_DEBUG_EPILOGUE): 1 = skip the epilogue, 2 = skip the program only
+    int debug;        // diagnostics (CODA_DEBUG_EPILOGUE): 1 = skip the epilogue, 2 = skip the program only,
+                      // 4 = count cycles per phase into trace (Trace; builds with -DCODA_EPI_TRACE)
+    unsigned long long* trace;  // kTrCount counters (debug & 4), summed over the consumer warpgroups
+  };
+
+  // ---- diagnostics: cycles per phase, seen by thread 0 of each consumer warpgroup (debug & 4) ----
+  enum TracePhase {
+    kTrOrderMma,  // waiting for the warpgroup's turn at the tensor cores
+    kTrMma,       // mainloop (issue and tail)
+    kTrOrderEpi,  // waiting for the warpgroup's turn at the epilogue
+    kTrBufWait,   // per chunk: the staging buffer's previous TMA store, and the warpgroup barrier
+    kTrTileWait,  // per chunk: the staged tile operands (issue of the next chunk's and wait)
+    kTrProgram,   // per chunk: row selects, the program over the pairs, chunk-level reductions
+    kTrPublish,   // per chunk: fence, warpgroup barrier, TMA store issue
+    kTrFlush,     // per chunk: partial flushes and the accumulator shift
+    kTrTiles,
+    kTrChunks,
+    kTrCount
+  };
+  // Compiled in only with -DCODA_EPI_TRACE (its registers would cost the kernels spills).
+#ifdef CODA_EPI_TRACE
+  static constexpr bool kTrace = true;
+#else
+  static constexpr bool kTrace = false;
+#endif
+  struct Trace {  // counters in shared memory (registers would perturb the kernel being measured)
+    uint32_t* c;
+    uint32_t last;
+    bool on;
+    CUTE_DEVICE void mark(int k) {
+      if (kTrace && on) {
+        const uint32_t now = static_cast<uint32_t>(clock());
+        c[k] += now - last;
+        last = now;
+      }
+    }
+    CUTE_DEVICE void count(int k) {
+      if (kTrace && on) c[k] += 1;
+    }
   };
 
   // ---- per-tile state ---------------------------------------------------------------------------
@@ -611,15 +650,18 @@ struct Sm90Gemm {
         const EpiPartial& P = p.epi.seg_sums[r];
         const int first = gn0 >> P.seg_shift;
         const bool wide = (1 << P.seg_shift) > kTileN;  // a segment spans two tiles: add atomically
+        const int segs = wide ? 1 : kTileN >> P.seg_shift;  // the tile's segments (uniform)
         CUTE_UNROLL
         for (int k = 0; k < kMaxSegs; ++k) {
-          float v = acc.seg[r][k][b];
-          acc.seg[r][k][b] = 0.0f;
-          v += __shfl_xor_sync(0xffffffffu, v, 1);
-          v += __shfl_xor_sync(0xffffffffu, v, 2);
-          if (live && P.ptr && (k < (kTileN >> P.seg_shift) || (wide && k == 0)) && first + k < P.cols) {
-            if (wide) atomicAdd(P.ptr + int64_t(m) * P.ld + first, v);
-            else P.ptr[int64_t(m) * P.ld + first + k] = v;
+          if (k < segs) {  // NOTES: the rest hold zeros; shuffling all eight cost ~4.5 K cycles a flush
+            float v = acc.seg[r][k][b];
+            acc.seg[r][k][b] = 0.0f;
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if (live && P.ptr && first + k < P.cols) {
+              if (wide) atomicAdd(P.ptr + int64_t(m) * P.ld + first, v);
+              else P.ptr[int64_t(m) * P.ld + first + k] = v;
+            }
           }
         }
       }
@@ -630,7 +672,7 @@ struct Sm90Gemm {
   CUTE_DEVICE static void epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
                                    const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring, uint64_t* full,
                                    float* colbuf, int tile_m, int tile_n, int mma_thread_idx, int wg,
-                                   int& chunk_count) {
+                                   int& chunk_count, Trace& trace) {
     const int t = mma_thread_idx % 128;
     const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
@@ -683,6 +725,7 @@ struct Sm90Gemm {
       const int cm0 = gm0 + (r0 & ~(kChunkRows - 1));
       const int cn0 = gn0 + ((c0 + 64 * cj) & ~(kChunkCols - 1));
       if (cm0 < p.m && cn0 < p.n) {  // warpgroup-uniform
+      trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it
       if (t == 0) {
@@ -690,6 +733,7 @@ struct Sm90Gemm {
         else tma_store_wait_read<0>();
       }
       named_barrier_sync(1 + wg, 128);
+      trace.mark(kTrBufWait);
       // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
       //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago)
       if constexpr (kTmaTiles > 0) {
@@ -707,6 +751,7 @@ struct Sm90Gemm {
           cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count & 1], uint32_t((chunk_count >> 1) & 1));
         }
       }
+      trace.mark(kTrTileWait);
       // 2. the program, once per column pair
       ChunkCtx<OutDt, TileDt> ctx{p,
                                   {scalars[0], scalars[1], scalars[2], scalars[3]},
@@ -796,6 +841,7 @@ struct Sm90Gemm {
           }
         }
       }
+      trace.mark(kTrProgram);
       // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
       fence_async_shared();
       named_barrier_sync(1 + wg, 128);
@@ -814,12 +860,14 @@ struct Sm90Gemm {
         tma_store_commit();
       }
       ++chunk_count;
+      trace.mark(kTrPublish);
       }
       if constexpr (kHasPartials) {
         if (cj == kCJ - 1) flush_partials(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
       }
       CUTE_UNROLL
       for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
+      trace.mark(kTrFlush);
     }
   }
 
@@ -827,19 +875,19 @@ struct Sm90Gemm {
   CUTE_DEVICE static void dispatch_epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
                                             const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring,
                                             uint64_t* full, float* colbuf, int tm, int tn, int mma_thread_idx, int wg,
-                                            int& chunk_count) {
+                                            int& chunk_count, Trace& trace) {
     switch (p.out_dtype) {
       case kDtBF16:
         epilogue<kDtBF16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count);
+                                  chunk_count, trace);
         break;
       case kDtFP16:
         epilogue<kDtFP16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count);
+                                  chunk_count, trace);
         break;
       default:
         epilogue<kDtFP32, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count);
+                                  chunk_count, trace);
         break;
     }
   }
@@ -945,6 +993,16 @@ struct Sm90Gemm {
       if (kPingpong && wg == 1) state.advance(p.k_tiles);
       TiledMma tiled_mma;
       int chunk_count = 0;
+      Trace trace{};
+#ifdef CODA_EPI_TRACE
+      __shared__ uint32_t trace_counts[2][kTrCount];
+      trace.c = trace_counts[wg];
+      trace.on = (p.debug & 4) && thread_idx % 128 == 0;
+      if (trace.on) {
+        for (int k = 0; k < kTrCount; ++k) trace.c[k] = 0;
+        trace.last = static_cast<uint32_t>(clock());
+      }
+#endif
       for (int t = first; t < p.sched.total(); t += step) {
         int tm, tn;
         tile_of(t, tm, tn);
@@ -960,6 +1018,8 @@ struct Sm90Gemm {
         // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a
         // control-flow merge (ptxas would copy them and spill).
         order.wait();
+        trace.mark(kTrOrderMma);
+        trace.count(kTrTiles);
         if (p.k_tiles > 0) {
           collective.mma(pipeline, state, accum, p.k_tiles, mma_thread_idx, shared.mainloop.tensors, p.mainloop);
           order.arrive();
@@ -969,7 +1029,9 @@ struct Sm90Gemm {
           order.arrive();
           clear(accum);
         }
+        trace.mark(kTrMma);
         order.wait();
+        trace.mark(kTrOrderEpi);
         if (run_epilogue) {
           // uniform: one compact path per (output dtype, staged tile dtype)
           bool fp16_tiles = false;
@@ -977,15 +1039,19 @@ struct Sm90Gemm {
           if (fp16_tiles) {
             if constexpr (kTmaTiles > 0)
               dispatch_epilogue<kDtFP16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx,
-                                         wg, chunk_count);
+                                         wg, chunk_count, trace);
           } else {
             dispatch_epilogue<kDtBF16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                       chunk_count);
+                                       chunk_count, trace);
           }
         }
         order.arrive();
       }
       if (thread_idx % 128 == 0) tma_store_wait_read<0>();
+      if (kTrace && trace.on) {
+        CUTE_UNROLL
+        for (int k = 0; k < kTrCount; ++k) atomicAdd(p.trace + k, static_cast<unsigned long long>(trace.c[k]));
+      }
     }
   }
 };
