@@ -40,28 +40,34 @@ CODA_HD void swiglu_backward(float g, float u, float dout, float* dg, float* du)
 // RoPE angle in turns, reduced exactly to [-0.5, 0.5).
 //
 // NOTES: theta = pos * f (f in turns per position, fp32) is formed as an exact integer product
-// pos * mantissa(f) (< 2^56), and the integer turns are dropped by masking, so the fractional turn
-// carries no error from the size of pos; only its final rounding to fp32 (< 2^-25 turns) remains.
-// A plain fp32 pos * freq loses ~pos * 2^-24 radians (0.008 rad at pos 131072).
+// pos * mantissa(f) (< 2^56), and the integer turns are dropped by shifting them out of a 64-bit
+// fixed-point fraction, so the fractional turn carries no error from the size of pos; only its
+// final rounding to fp32 (< 2^-25 turns) remains. A plain fp32 pos * freq loses ~pos * 2^-24
+// radians (0.008 rad at pos 131072). Written without branches (selects and 32-bit funnel shifts):
+// the GPU fills 16 angles at a time, and with a branch per case each angle waited for the last
+// (~400 cycles apiece on an H200). fp64 (one exact product, one rounding to integer) measured slower.
 CODA_HD float rope_turns(uint32_t pos, float f_turns) {
   const uint32_t b = float_bits(f_turns) & 0x7fffffffu;
-  int e = static_cast<int>(b >> 23);
-  uint32_t mant = b & 0x7fffffu;
-  if (e == 0) e = 1; else mant |= 0x800000u;
-  // f = mant * 2^-s
-  const int s = 150 - e;
+  const uint32_t e = b >> 23;
+  const uint32_t mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
+  const int s = 150 - static_cast<int>(e != 0 ? e : 1u);  // f = mant * 2^-s
   const uint64_t prod = static_cast<uint64_t>(pos) * mant;
-  if (s <= 0) return 0.0f;  // f is a whole number of turns
-  float t;
-  if (s < 64) {
-    // the turns as a 64-bit fixed-point fraction: the whole turns shift out; the same value as
-    // ldexp(float(prod mod 2^s), -s) (power-of-two scalings of one rounding, all normal)
-    t = static_cast<float>(prod << (64 - s)) * 5.42101086242752217e-20f;  // 2^-64
-  } else {
-    t = ldexp_f(static_cast<float>(prod), -s);
-  }
-  if (t >= 0.5f) t -= 1.0f;
-  return t;
+  // s < 64: the whole turns shift out of a = prod << (64 - s); s >= 64: prod is all fraction, a =
+  // prod. Then t = a * 2^-64 * 2^-(s - 64): power-of-two scalings of one rounding.
+  const int k = s < 64 ? 64 - s : 0, kk = k & 31;
+  const uint32_t lo = static_cast<uint32_t>(prod), hi = static_cast<uint32_t>(prod >> 32);
+#if CODA_DEVICE_CODE
+  const uint32_t hi_k = __funnelshift_l(lo, hi, kk);
+#else
+  const uint32_t hi_k = kk ? (hi << kk) | (lo >> (32 - kk)) : hi;
+#endif
+  const uint32_t lo_k = lo << kk;
+  const uint64_t a = k >= 32 ? static_cast<uint64_t>(lo_k) << 32 : (static_cast<uint64_t>(hi_k) << 32) | lo_k;
+  const int x = s > 64 ? s - 64 : 0;  // at most 85: 2^-x is a normal float
+  const float scale = bits_float(static_cast<uint32_t>(127 - x) << 23);
+  float t = static_cast<float>(a) * 5.42101086242752217e-20f * scale;  // 2^-64
+  t = t >= 0.5f ? t - 1.0f : t;
+  return s <= 0 ? 0.0f : t;  // s <= 0: f is a whole number of turns
 }
 
 CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
@@ -71,7 +77,8 @@ CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
 // The rotation of a row at position pos (RoPE): a negative position poisons the row (a NaN angle,
 // so NaN sin and cos) instead of rotating silently.
 CODA_HD float rope_turns_at(int pos, float f_turns) {
-  return pos < 0 ? NAN : rope_turns(static_cast<uint32_t>(pos), f_turns);
+  const float t = rope_turns(static_cast<uint32_t>(pos), f_turns);  // computed either way: no branch
+  return pos < 0 ? NAN : t;
 }
 CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns_at(pos, f_turns), s, c);
