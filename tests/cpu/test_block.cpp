@@ -8,10 +8,10 @@
 namespace coda {
 namespace {
 
-void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg) {
+void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg, double eps = 1e-4) {
   const uint64_t seed = test::seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with CODA_TEST_SEED)");
-  const BlockCheckResult r = check_llama3_block_emulated(d, seed, cfg);
+  const BlockCheckResult r = check_llama3_block_emulated(d, seed, cfg, eps);
   ASSERT_TRUE(r.error.empty()) << r.error;
   ASSERT_EQ(r.rows.size(), 14u);
   for (const ErrorRow& row : r.rows) {
@@ -36,7 +36,11 @@ TEST(Block, SingleToken) {
   d.hidden = 64;
   d.ffn = 96;
   d.heads = HeadDims{2, 1, 32};
-  expect_block_ok(d, emu::EmuConfig{8, 32});
+  // One token: the per-row outputs (r1, r2) are single values, so each error is one draw of bf16
+  // rounding noise (~2^-9 / sqrt(64) relative for a 64-element row) and the ratio of the fused and
+  // unfused draws has no bound (the default epsilon failed 8 seeds in 100). An epsilon at about the
+  // noise of one row keeps the rule meaningful: a wrong rstd is off by far more.
+  expect_block_ok(d, emu::EmuConfig{8, 32}, 1e-3);
 }
 
 TEST(Block, EmptyBatchIsANoOp) {
