@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [build] [smoke] [tests] [sanitizer] [bench] [peers] [bench-args...]
-# Default: smoke tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
+#   scripts/device-run.sh [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [bench-args...]
+# Default: smoke abi tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
+# abi: tests/abi through ctest (libcoda.so's exports; every C entry point from a python3 that has
+# imported torch, with one GEMM on torch's CUDA tensors).
 # peers (not a default step): bench/peers.py times the same cases in PyTorch eager and torch.compile
 # (docs/peers.md) into $OUT/peers.json, then bench/compare.py prints coda's ratio next to
 # torch.compile's (compare.txt) when $OUT/bench.json is there too. Bench args (name filters) are
@@ -16,10 +18,10 @@ OUT=${OUT:-$root/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(smoke tests sanitizer bench)
+[ ${#steps[@]} -eq 0 ] && steps=(smoke abi tests sanitizer bench)
 bench_args=()
 for s in "${steps[@]}"; do  # the words that are not steps: filters for bench and peers
-  case "$s" in build | smoke | tests | sanitizer | bench | peers) ;; *) bench_args+=("$s") ;; esac
+  case "$s" in build | smoke | abi | tests | sanitizer | bench | peers) ;; *) bench_args+=("$s") ;; esac
 done
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
@@ -42,6 +44,11 @@ for s in "${steps[@]}"; do
       rc=${PIPESTATUS[0]}
       log "smoke rc=$rc"
       if [ "$rc" -ne 0 ]; then log "smoke failed: skipping the remaining steps"; break; fi
+      ;;
+    abi)
+      log "abi: libcoda.so in a host process (tests/abi)"
+      timeout 300 ctest --test-dir build -L abi --output-on-failure 2>&1 | tee "$OUT/abi.log" | tail -n 40
+      log "abi rc=${PIPESTATUS[0]}"
       ;;
     tests)
       log "GPU tests"

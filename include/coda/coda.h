@@ -6,6 +6,21 @@
  *
  * Tensors are described by coda_tensor_t: a data pointer, a rank (1..CODA_MAX_RANK), sizes and
  * strides in elements, and a dtype. An optional argument is passed as a NULL pointer.
+ *
+ * Where a call runs: every operator entry point runs where its tensors live.
+ *   - all device memory (cudaMalloc and friends, or managed memory): the sm_90a kernels, launched
+ *     on `stream` (asynchronous, like any CUDA launch);
+ *   - all host memory (pageable, pinned or registered host memory): the CPU emulator, the same
+ *     epilogue code on the host, synchronously before the call returns; `stream` is not used;
+ *   - a mix: CODA_ERROR_INVALID_ARGUMENT naming the argument that differs from the first one.
+ * Every pointer argument counts (tensors' data, the LM-head workspace, device scalars); NULL ones
+ * are ignored. A pointer is device memory when CUDA reports it as device or managed memory
+ * (cudaPointerGetAttributes); in a process with no CUDA driver or no visible device, every pointer
+ * is host memory (CUDA is asked once; the error of that query is cleared). When a device is
+ * visible but CUDA cannot answer for a pointer (a broken context), the call fails with
+ * CODA_ERROR_CUDA rather than guess. Both places validate arguments identically (same messages);
+ * the GPU adds the rules of its kernels (docs/ops.md), the emulator checks host-readable data
+ * (targets in range, positions >= 0).
  */
 #ifndef CODA_CODA_H
 #define CODA_CODA_H
@@ -48,7 +63,7 @@ typedef enum coda_dtype {
 } coda_dtype_t;
 
 typedef struct coda_tensor {
-  void* data;                       /* device pointer (host pointer for the CPU emulator) */
+  void* data;                       /* device memory (GPU) or host memory (CPU emulator) */
   int32_t rank;                     /* 1 .. CODA_MAX_RANK */
   coda_dtype_t dtype;
   int64_t sizes[CODA_MAX_RANK];     /* sizes[0] is the outermost dimension */
@@ -75,7 +90,7 @@ coda_tensor_t coda_tensor_2d(void* data, coda_dtype_t dtype, int64_t rows, int64
  * CODA_ERROR_NOT_SUPPORTED with a message otherwise (no GPU, another architecture). */
 coda_status_t coda_device_check(int device);
 
-/* ---- GEMM (sm_90a) ------------------------------------------------------------------------------
+/* ---- GEMM (sm_90a; host tensors: the emulator) ------------------------------------------------
  * D[M, N] = A[M, K] B[N, K]^T. Operand forms through strides (no copies):
  *   forward  a = X [M, K] row-major,  b = W [N, K] row-major
  *   dgrad    a = dY [M, K] row-major, b = W [K, N] row-major viewed as [N, K] (strides {1, N})
@@ -86,12 +101,13 @@ coda_status_t coda_device_check(int device);
 coda_status_t coda_gemm(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* d,
                         coda_stream_t stream);
 /* D = alpha A B^T + beta C; c may be NULL. When alpha_ptr / beta_ptr are not NULL, the scalars
- * are read from those device pointers when the kernel runs (alpha / beta are then ignored). */
+ * are read from those pointers (device memory, or host memory for host tensors) when the kernel
+ * runs (alpha / beta are then ignored). */
 coda_status_t coda_gemm_ex(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* c,
                            const coda_tensor_t* d, float alpha, float beta, const float* alpha_ptr,
                            const float* beta_ptr, coda_stream_t stream);
 
-/* ---- forward fused operators (sm_90a; docs/ops.md) ---------------------------------------------
+/* ---- forward fused operators (sm_90a; host tensors: the emulator; docs/ops.md) -----------------
  * GEMM operands in the forward form: a [M, K] and b [N, K], both row-major, bf16 or fp16. Tile
  * outputs are row-major with 16-byte-aligned rows and base, and share one dtype per call. Partial
  * tensors are dense fp32 [M, ceil(N / CODA_PARTIAL_COLS)]. Optional arguments may be NULL.
@@ -167,8 +183,9 @@ coda_status_t coda_cross_entropy(const coda_tensor_t* lse, const coda_tensor_t* 
                                  coda_reduction_t reduction, const coda_tensor_t* loss_out,
                                  const coda_tensor_t* row_loss_out, const coda_tensor_t* logits,
                                  const coda_tensor_t* dlogits_out, float dloss, coda_stream_t stream);
-/* Logits-free LM-head loss forward: no M x V tensor is written. workspace: device memory of at
- * least coda_lm_head_loss_workspace_bytes(M, V) bytes. rstd, row_loss_out, lse_out optional. */
+/* Logits-free LM-head loss forward: no M x V tensor is written. workspace: at least
+ * coda_lm_head_loss_workspace_bytes(M, V) bytes, in the same place (device or host memory) as the
+ * tensors. rstd, row_loss_out, lse_out optional. */
 size_t coda_lm_head_loss_workspace_bytes(int64_t m, int64_t v);
 coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                 const coda_tensor_t* targets, int32_t ignore_index,
@@ -176,7 +193,7 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
 
-/* ---- weight-layout helpers (device tensors) --------------------------------------------------------
+/* ---- weight-layout helpers (device or host tensors) -----------------------------------------------
  * out [2F, K] = rows gate[0], up[0], gate[1], up[1], ... (the layout coda_gemm_swiglu expects). */
 coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up,
                                       const coda_tensor_t* out, coda_stream_t stream);

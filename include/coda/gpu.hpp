@@ -45,23 +45,8 @@ Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, cudaStream_t stream = nullptr
 Status lse_finish(const LseFinishArgs& args, cudaStream_t stream = nullptr);
 Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream = nullptr);
 
-// The logits-free LM-head loss forward: gemm_(rmsnorm_)lse without logits, lse_finish and
-// cross_entropy in one call. No M x V tensor is written; the workspace holds the partials, lse and
-// target logits (lm_head_loss_workspace_bytes).
-struct LmHeadLossArgs {
-  TensorView a;        // [M, K]
-  TensorView b;        // [V, K]
-  TensorView rstd;     // optional [M] fp32
-  TensorView targets;  // [M] int32
-  int32_t ignore_index = CODA_IGNORE_INDEX;
-  Reduction reduction = Reduction::kMean;
-  TensorView loss_out;      // [1] fp32
-  TensorView row_loss_out;  // optional [M] fp32
-  TensorView lse_out;       // optional [M] fp32 (saved for a backward pass)
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-};
-size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v);
+// The logits-free LM-head loss forward (LmHeadLossArgs, lm_head_loss_workspace_bytes: coda/ops.hpp):
+// gemm_(rmsnorm_)lse without logits, lse_finish and cross_entropy in one call; no M x V tensor.
 Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
 
 // ---- weight-layout helpers (device tensors, docs/ops.md) -------------------------------------------

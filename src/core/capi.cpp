@@ -1,5 +1,5 @@
 // The C ABI's common part: status strings, the per-thread error message, dtypes, descriptors,
-// the device check.
+// the device check, and where a call runs (host or device memory).
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -21,6 +21,62 @@ namespace coda::detail {
 coda_status_t report(const Status& s) {
   g_last_error = s.ok() ? std::string() : s.message();
   return s.code();
+}
+
+const char* place_name(Place p) { return p == Place::kDevice ? "device" : "host"; }
+
+namespace {
+// A process without a visible CUDA device (no driver, no GPU, CUDA_VISIBLE_DEVICES empty) has no
+// device memory: every pointer is host memory, and CUDA is not asked again.
+bool cuda_device_visible() {
+  static const bool visible = [] {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // leave no error behind for the caller's next CUDA call
+      return false;
+    }
+    return count > 0;
+  }();
+  return visible;
+}
+}  // namespace
+
+Status place_of(const void* p, Place* place) {
+  *place = Place::kHost;
+  if (!p || !cuda_device_visible()) return {};
+  cudaPointerAttributes attr{};
+  const cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status::cuda_error(std::string("CUDA could not say where its memory lives (") + cudaGetErrorString(e) +
+                              ")");
+  }
+  // Pageable memory is cudaMemoryTypeUnregistered, pinned/registered host memory cudaMemoryTypeHost:
+  // both are host memory. Managed memory counts as device memory (the GPU runs the call).
+  if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) *place = Place::kDevice;
+  return {};
+}
+
+Status common_place(const char* op, std::initializer_list<Operand> operands, Place* place, Locator locate) {
+  *place = Place::kHost;
+  const Operand* first = nullptr;
+  for (const Operand& o : operands) {
+    if (!o.ptr) continue;
+    Place p = Place::kHost;
+    const Status s = locate(o.ptr, &p);
+    if (!s.ok()) return Status(s.code(), std::string(op) + ": argument '" + o.name + "': " + s.message());
+    if (!first) {
+      first = &o;
+      *place = p;
+    } else if (p != *place) {
+      return Status::invalid_argument(std::string(op) + ": argument '" + o.name + "' points to " + place_name(p) +
+                                      " memory but argument '" + first->name + "' to " + place_name(*place) +
+                                      " memory; pass every tensor in device memory (the GPU runs the call) or every "
+                                      "tensor in host memory (the CPU emulator runs it)");
+    }
+  }
+  return {};
 }
 }  // namespace coda::detail
 

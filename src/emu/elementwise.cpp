@@ -206,4 +206,31 @@ Status cross_entropy(const CrossEntropyArgs& args) {
   return {};
 }
 
+Status lm_head_loss(const LmHeadLossArgs& args) {
+  LmHeadLossPlan plan;
+  CODA_TRY(plan_lm_head_loss(args, &plan));
+  CODA_TRY(gemm_lse(plan.lse));
+  CODA_TRY(lse_finish(plan.finish));
+  return cross_entropy(plan.ce);
+}
+
+Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out) {
+  CODA_TRY(validate_interleave_gate_up(gate, up, out));
+  for (int64_t r = 0; r < out.rows(); ++r)
+    for (int64_t c = 0; c < out.cols(); ++c) store_f32(out, r, c, load_f32(r % 2 ? up : gate, r / 2, c));
+  return {};
+}
+
+Status permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out) {
+  CODA_TRY(validate_permute_rotate_half_to_interleaved(w, heads, out));
+  const int64_t hd = heads.head_dim;
+  for (int64_t r = 0; r < out.rows(); ++r) {
+    // Row 2i of a q/k head takes row i, row 2i + 1 takes row i + hd/2; v rows are copied.
+    const int64_t j = r % hd;
+    const int64_t src = r < heads.rope_cols() ? r - j + (j % 2 ? hd / 2 + j / 2 : j / 2) : r;
+    for (int64_t c = 0; c < out.cols(); ++c) store_f32(out, r, c, load_f32(w, src, c));
+  }
+  return {};
+}
+
 }  // namespace coda::emu

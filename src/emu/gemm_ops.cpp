@@ -106,6 +106,11 @@ Status gemm_swiglu(const SwigluArgs& args, const EmuConfig& cfg) {
   return {};
 }
 
+Status gemm_rmsnorm_swiglu(const SwigluArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_swiglu", args.rstd));
+  return gemm_swiglu(args, cfg);
+}
+
 Status gemm_swiglu_backward(const SwigluBackwardArgs& args, const EmuConfig& cfg) {
   CODA_TRY(check_config("gemm_swiglu_backward", cfg));
   CODA_TRY(validate(args, cfg.grain()));
@@ -141,6 +146,11 @@ Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg) {
   program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
+}
+
+Status gemm_rmsnorm_rope(const RopeArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_rope", args.rstd));
+  return gemm_rope(args, cfg);
 }
 
 Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg) {
@@ -181,6 +191,11 @@ Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
   program.classes = static_cast<int>(args.b.rows());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
+}
+
+Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_lse", args.rstd));
+  return gemm_lse(args, cfg);
 }
 
 Status check_ce_targets(const CrossEntropyArgs& args) {

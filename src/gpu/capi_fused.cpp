@@ -1,4 +1,7 @@
-// The C ABI of the forward fused operators: descriptors -> the C++ entry points (coda/gpu.hpp).
+// The C ABI of every operator: descriptors -> argument structs -> the backend where the tensors
+// live (detail::dispatch): device memory -> the GPU entry points (coda/gpu.hpp) on `stream`, host
+// memory -> the CPU emulator (coda/ref/emulator.hpp), a mix -> CODA_ERROR_INVALID_ARGUMENT. Both
+// backends validate with the same validate(), so a bad argument gets the same message either way.
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -6,52 +9,114 @@
 #include "coda/capi_util.hpp"
 #include "coda/coda.h"
 #include "coda/gpu.hpp"
+#include "coda/ref/emulator.hpp"
 
 namespace {
 
 using coda::TensorView;
+using coda::detail::dispatch;
 TensorView tv(const coda_tensor_t* t) { return TensorView::from(t); }
 cudaStream_t st(coda_stream_t s) { return reinterpret_cast<cudaStream_t>(s); }
 coda::HeadDims hd(coda_heads_t h) { return coda::HeadDims{h.heads_q, h.heads_kv, h.head_dim}; }
 coda_status_t report(const coda::Status& s) { return coda::detail::report(s); }
 
+bool reduction_ok(coda_reduction_t r) { return r == CODA_REDUCTION_MEAN || r == CODA_REDUCTION_SUM; }
+coda::Reduction reduction_of(coda_reduction_t r) {
+  return r == CODA_REDUCTION_SUM ? coda::Reduction::kSum : coda::Reduction::kMean;
+}
+
 }  // namespace
 
 extern "C" {
+
+// ---- GEMM ---------------------------------------------------------------------------------------------
+
+coda_status_t coda_gemm(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* d,
+                        coda_stream_t stream) {
+  coda::GemmArgs args;
+  args.a = tv(a);
+  args.b = tv(b);
+  args.d = tv(d);
+  return dispatch(
+      "gemm", {{"a", a}, {"b", b}, {"d", d}}, [&] { return coda::gemm(args, st(stream)); },
+      [&] { return coda::emu::gemm(args); });
+}
+
+coda_status_t coda_gemm_ex(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* c,
+                           const coda_tensor_t* d, float alpha, float beta, const float* alpha_ptr,
+                           const float* beta_ptr, coda_stream_t stream) {
+  coda::GemmArgs args;
+  args.a = tv(a);
+  args.b = tv(b);
+  args.c = tv(c);
+  args.d = tv(d);
+  args.alpha = alpha;
+  args.beta = beta;
+  args.alpha_ptr = alpha_ptr;
+  args.beta_ptr = beta_ptr;
+  return dispatch(
+      "gemm_ex",
+      {{"a", a}, {"b", b}, {"c", c}, {"d", d}, {"alpha_ptr", alpha_ptr}, {"beta_ptr", beta_ptr}},
+      [&] { return coda::gemm(args, st(stream)); }, [&] { return coda::emu::gemm(args); });
+}
+
+// ---- forward fused operators ----------------------------------------------------------------------------
 
 coda_status_t coda_gemm_residual_rmsnorm_partial(const coda_tensor_t* a, const coda_tensor_t* b,
                                                  const coda_tensor_t* residual, const coda_tensor_t* norm_weight,
                                                  const coda_tensor_t* x_out, const coda_tensor_t* h_out,
                                                  const coda_tensor_t* partials, float alpha, coda_stream_t stream) {
-  return report(coda::gemm_residual_rmsnorm_partial(
-      {tv(a), tv(b), tv(residual), tv(norm_weight), tv(x_out), tv(h_out), tv(partials), alpha}, st(stream)));
+  const coda::ResidualRmsNormPartialArgs args{tv(a),     tv(b),     tv(residual), tv(norm_weight),
+                                              tv(x_out), tv(h_out), tv(partials), alpha};
+  return dispatch(
+      "gemm_residual_rmsnorm_partial",
+      {{"a", a}, {"b", b}, {"residual", residual}, {"norm_weight", norm_weight}, {"x_out", x_out}, {"h_out", h_out},
+       {"partials", partials}},
+      [&] { return coda::gemm_residual_rmsnorm_partial(args, st(stream)); },
+      [&] { return coda::emu::gemm_residual_rmsnorm_partial(args); });
 }
 
 coda_status_t coda_rms_finish(const coda_tensor_t* partials, const coda_tensor_t* rstd_out, int64_t dim, float eps,
                               coda_stream_t stream) {
-  return report(coda::rms_finish({tv(partials), tv(rstd_out), dim, eps}, st(stream)));
+  const coda::RmsFinishArgs args{tv(partials), tv(rstd_out), dim, eps};
+  return dispatch(
+      "rms_finish", {{"partials", partials}, {"rstd_out", rstd_out}},
+      [&] { return coda::rms_finish(args, st(stream)); }, [&] { return coda::emu::rms_finish(args); });
 }
 
 coda_status_t coda_gemm_swiglu(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                const coda_tensor_t* z_out, const coda_tensor_t* o_out, coda_stream_t stream) {
-  return report(coda::gemm_swiglu({tv(a), tv(b), tv(rstd), tv(z_out), tv(o_out)}, st(stream)));
+  const coda::SwigluArgs args{tv(a), tv(b), tv(rstd), tv(z_out), tv(o_out)};
+  return dispatch(
+      "gemm_swiglu", {{"a", a}, {"b", b}, {"rstd", rstd}, {"z_out", z_out}, {"o_out", o_out}},
+      [&] { return coda::gemm_swiglu(args, st(stream)); }, [&] { return coda::emu::gemm_swiglu(args); });
 }
 coda_status_t coda_gemm_rmsnorm_swiglu(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                        const coda_tensor_t* z_out, const coda_tensor_t* o_out, coda_stream_t stream) {
-  return report(coda::gemm_rmsnorm_swiglu({tv(a), tv(b), tv(rstd), tv(z_out), tv(o_out)}, st(stream)));
+  const coda::SwigluArgs args{tv(a), tv(b), tv(rstd), tv(z_out), tv(o_out)};
+  return dispatch(
+      "gemm_rmsnorm_swiglu", {{"a", a}, {"b", b}, {"rstd", rstd}, {"z_out", z_out}, {"o_out", o_out}},
+      [&] { return coda::gemm_rmsnorm_swiglu(args, st(stream)); },
+      [&] { return coda::emu::gemm_rmsnorm_swiglu(args); });
 }
 
 coda_status_t coda_gemm_rope(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                              const coda_tensor_t* positions, const coda_tensor_t* freqs, coda_heads_t heads,
                              const coda_tensor_t* out, coda_stream_t stream) {
-  return report(
-      coda::gemm_rope({tv(a), tv(b), tv(rstd), tv(positions), tv(freqs), hd(heads), tv(out)}, st(stream)));
+  const coda::RopeArgs args{tv(a), tv(b), tv(rstd), tv(positions), tv(freqs), hd(heads), tv(out)};
+  return dispatch(
+      "gemm_rope",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"positions", positions}, {"freqs", freqs}, {"out", out}},
+      [&] { return coda::gemm_rope(args, st(stream)); }, [&] { return coda::emu::gemm_rope(args); });
 }
 coda_status_t coda_gemm_rmsnorm_rope(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                      const coda_tensor_t* positions, const coda_tensor_t* freqs, coda_heads_t heads,
                                      const coda_tensor_t* out, coda_stream_t stream) {
-  return report(
-      coda::gemm_rmsnorm_rope({tv(a), tv(b), tv(rstd), tv(positions), tv(freqs), hd(heads), tv(out)}, st(stream)));
+  const coda::RopeArgs args{tv(a), tv(b), tv(rstd), tv(positions), tv(freqs), hd(heads), tv(out)};
+  return dispatch(
+      "gemm_rmsnorm_rope",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"positions", positions}, {"freqs", freqs}, {"out", out}},
+      [&] { return coda::gemm_rmsnorm_rope(args, st(stream)); }, [&] { return coda::emu::gemm_rmsnorm_rope(args); });
 }
 
 coda_status_t coda_rope_frequencies(float* out, int64_t head_dim, double base, double scaling_factor,
@@ -70,36 +135,57 @@ coda_status_t coda_rope_frequencies(float* out, int64_t head_dim, double base, d
 coda_status_t coda_gemm_qkv_sqsum(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                   coda_heads_t heads, const coda_tensor_t* qkv_out, const coda_tensor_t* sumsq_out,
                                   coda_stream_t stream) {
-  return report(coda::gemm_qkv_sqsum({tv(a), tv(b), tv(rstd), hd(heads), tv(qkv_out), tv(sumsq_out)}, st(stream)));
+  const coda::QkvSqsumArgs args{tv(a), tv(b), tv(rstd), hd(heads), tv(qkv_out), tv(sumsq_out)};
+  return dispatch(
+      "gemm_qkv_sqsum", {{"a", a}, {"b", b}, {"rstd", rstd}, {"qkv_out", qkv_out}, {"sumsq_out", sumsq_out}},
+      [&] { return coda::gemm_qkv_sqsum(args, st(stream)); }, [&] { return coda::emu::gemm_qkv_sqsum(args); });
 }
 
 coda_status_t coda_qknorm_rope(const coda_tensor_t* qkv, const coda_tensor_t* sumsq, const coda_tensor_t* gamma_q,
                                const coda_tensor_t* gamma_k, const coda_tensor_t* positions,
                                const coda_tensor_t* freqs, coda_heads_t heads, float eps, const coda_tensor_t* out,
                                coda_stream_t stream) {
-  return report(coda::qknorm_rope(
-      {tv(qkv), tv(sumsq), tv(gamma_q), tv(gamma_k), tv(positions), tv(freqs), hd(heads), eps, tv(out)}, st(stream)));
+  const coda::QkNormRopeArgs args{tv(qkv),       tv(sumsq), tv(gamma_q), tv(gamma_k), tv(positions),
+                                  tv(freqs),     hd(heads), eps,         tv(out)};
+  return dispatch(
+      "qknorm_rope",
+      {{"qkv", qkv}, {"sumsq", sumsq}, {"gamma_q", gamma_q}, {"gamma_k", gamma_k}, {"positions", positions},
+       {"freqs", freqs}, {"out", out}},
+      [&] { return coda::qknorm_rope(args, st(stream)); }, [&] { return coda::emu::qknorm_rope(args); });
 }
+
+// ---- LM head and cross-entropy --------------------------------------------------------------------------
 
 coda_status_t coda_gemm_lse(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                             const coda_tensor_t* targets, int32_t ignore_index, const coda_tensor_t* logits_out,
                             const coda_tensor_t* lse_partials, const coda_tensor_t* target_logit_out,
                             coda_stream_t stream) {
-  return report(coda::gemm_lse(
-      {tv(a), tv(b), tv(rstd), tv(targets), ignore_index, tv(logits_out), tv(lse_partials), tv(target_logit_out)},
-      st(stream)));
+  const coda::LmHeadLseArgs args{tv(a),          tv(b),          tv(rstd),          tv(targets),
+                                 ignore_index,   tv(logits_out), tv(lse_partials), tv(target_logit_out)};
+  return dispatch(
+      "gemm_lse",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"targets", targets}, {"logits_out", logits_out},
+       {"lse_partials", lse_partials}, {"target_logit_out", target_logit_out}},
+      [&] { return coda::gemm_lse(args, st(stream)); }, [&] { return coda::emu::gemm_lse(args); });
 }
 coda_status_t coda_gemm_rmsnorm_lse(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
                                     const coda_tensor_t* targets, int32_t ignore_index,
                                     const coda_tensor_t* logits_out, const coda_tensor_t* lse_partials,
                                     const coda_tensor_t* target_logit_out, coda_stream_t stream) {
-  return report(coda::gemm_rmsnorm_lse(
-      {tv(a), tv(b), tv(rstd), tv(targets), ignore_index, tv(logits_out), tv(lse_partials), tv(target_logit_out)},
-      st(stream)));
+  const coda::LmHeadLseArgs args{tv(a),          tv(b),          tv(rstd),          tv(targets),
+                                 ignore_index,   tv(logits_out), tv(lse_partials), tv(target_logit_out)};
+  return dispatch(
+      "gemm_rmsnorm_lse",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"targets", targets}, {"logits_out", logits_out},
+       {"lse_partials", lse_partials}, {"target_logit_out", target_logit_out}},
+      [&] { return coda::gemm_rmsnorm_lse(args, st(stream)); }, [&] { return coda::emu::gemm_rmsnorm_lse(args); });
 }
 
 coda_status_t coda_lse_finish(const coda_tensor_t* partials, const coda_tensor_t* lse_out, coda_stream_t stream) {
-  return report(coda::lse_finish({tv(partials), tv(lse_out)}, st(stream)));
+  const coda::LseFinishArgs args{tv(partials), tv(lse_out)};
+  return dispatch(
+      "lse_finish", {{"partials", partials}, {"lse_out", lse_out}},
+      [&] { return coda::lse_finish(args, st(stream)); }, [&] { return coda::emu::lse_finish(args); });
 }
 
 coda_status_t coda_cross_entropy(const coda_tensor_t* lse, const coda_tensor_t* target_logit,
@@ -107,20 +193,24 @@ coda_status_t coda_cross_entropy(const coda_tensor_t* lse, const coda_tensor_t* 
                                  const coda_tensor_t* loss_out, const coda_tensor_t* row_loss_out,
                                  const coda_tensor_t* logits, const coda_tensor_t* dlogits_out, float dloss,
                                  coda_stream_t stream) {
-  coda::CrossEntropyArgs ce;
-  ce.lse = tv(lse);
-  ce.target_logit = tv(target_logit);
-  ce.targets = tv(targets);
-  ce.ignore_index = ignore_index;
-  ce.reduction = reduction == CODA_REDUCTION_SUM ? coda::Reduction::kSum : coda::Reduction::kMean;
-  if (reduction != CODA_REDUCTION_SUM && reduction != CODA_REDUCTION_MEAN)
+  if (!reduction_ok(reduction))
     return report(coda::Status::invalid_argument("coda_cross_entropy: argument 'reduction' must be MEAN or SUM"));
-  ce.loss_out = tv(loss_out);
-  ce.row_loss_out = tv(row_loss_out);
-  ce.logits = tv(logits);
-  ce.dlogits_out = tv(dlogits_out);
-  ce.dloss = dloss;
-  return report(coda::cross_entropy(ce, st(stream)));
+  coda::CrossEntropyArgs args;
+  args.lse = tv(lse);
+  args.target_logit = tv(target_logit);
+  args.targets = tv(targets);
+  args.ignore_index = ignore_index;
+  args.reduction = reduction_of(reduction);
+  args.loss_out = tv(loss_out);
+  args.row_loss_out = tv(row_loss_out);
+  args.logits = tv(logits);
+  args.dlogits_out = tv(dlogits_out);
+  args.dloss = dloss;
+  return dispatch(
+      "cross_entropy",
+      {{"lse", lse}, {"target_logit", target_logit}, {"targets", targets}, {"loss_out", loss_out},
+       {"row_loss_out", row_loss_out}, {"logits", logits}, {"dlogits_out", dlogits_out}},
+      [&] { return coda::cross_entropy(args, st(stream)); }, [&] { return coda::emu::cross_entropy(args); });
 }
 
 size_t coda_lm_head_loss_workspace_bytes(int64_t m, int64_t v) { return coda::lm_head_loss_workspace_bytes(m, v); }
@@ -130,7 +220,7 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 const coda_tensor_t* loss_out, const coda_tensor_t* row_loss_out,
                                 const coda_tensor_t* lse_out, void* workspace, size_t workspace_bytes,
                                 coda_stream_t stream) {
-  if (reduction != CODA_REDUCTION_SUM && reduction != CODA_REDUCTION_MEAN)
+  if (!reduction_ok(reduction))
     return report(coda::Status::invalid_argument("coda_lm_head_loss: argument 'reduction' must be MEAN or SUM"));
   coda::LmHeadLossArgs args;
   args.a = tv(a);
@@ -138,23 +228,37 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
   args.rstd = tv(rstd);
   args.targets = tv(targets);
   args.ignore_index = ignore_index;
-  args.reduction = reduction == CODA_REDUCTION_SUM ? coda::Reduction::kSum : coda::Reduction::kMean;
+  args.reduction = reduction_of(reduction);
   args.loss_out = tv(loss_out);
   args.row_loss_out = tv(row_loss_out);
   args.lse_out = tv(lse_out);
   args.workspace = workspace;
   args.workspace_bytes = workspace_bytes;
-  return report(coda::lm_head_loss(args, st(stream)));
+  return dispatch(
+      "lm_head_loss",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"targets", targets}, {"loss_out", loss_out},
+       {"row_loss_out", row_loss_out}, {"lse_out", lse_out}, {"workspace", workspace}},
+      [&] { return coda::lm_head_loss(args, st(stream)); }, [&] { return coda::emu::lm_head_loss(args); });
 }
+
+// ---- weight-layout helpers ------------------------------------------------------------------------------
 
 coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up, const coda_tensor_t* out,
                                       coda_stream_t stream) {
-  return report(coda::interleave_gate_up(tv(gate), tv(up), tv(out), st(stream)));
+  const TensorView g = tv(gate), u = tv(up), o = tv(out);
+  return dispatch(
+      "interleave_gate_up", {{"gate", gate}, {"up", up}, {"out", out}},
+      [&] { return coda::interleave_gate_up(g, u, o, st(stream)); },
+      [&] { return coda::emu::interleave_gate_up(g, u, o); });
 }
 
 coda_status_t coda_permute_rotate_half_to_interleaved(const coda_tensor_t* w, coda_heads_t heads,
                                                       const coda_tensor_t* out, coda_stream_t stream) {
-  return report(coda::permute_rotate_half_to_interleaved(tv(w), hd(heads), tv(out), st(stream)));
+  const TensorView wv = tv(w), o = tv(out);
+  return dispatch(
+      "permute_rotate_half_to_interleaved", {{"w", w}, {"out", out}},
+      [&] { return coda::permute_rotate_half_to_interleaved(wv, hd(heads), o, st(stream)); },
+      [&] { return coda::emu::permute_rotate_half_to_interleaved(wv, hd(heads), o); });
 }
 
 }  // extern "C"

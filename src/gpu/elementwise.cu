@@ -637,57 +637,18 @@ Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   return launch_status(op);
 }
 
-size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v) {
-  const auto t = static_cast<size_t>(ceil_div(v, CODA_PARTIAL_COLS));
-  return (static_cast<size_t>(m) * (t + 2) * sizeof(float) + 255) / 256 * 256;
-}
-
 Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream) {
-  const char* op = args.rstd.defined() ? "lm_head_loss (rmsnorm)" : "lm_head_loss";
-  const int64_t m = args.a.rows(), v = args.b.rows();
-  const size_t need = lm_head_loss_workspace_bytes(m, v);
-  if (args.workspace_bytes < need || (need > 0 && !args.workspace))
-    return Status::invalid_argument(std::string(op) + ": argument 'workspace' must hold at least " +
-                                    std::to_string(need) + " bytes (lm_head_loss_workspace_bytes), got " +
-                                    std::to_string(args.workspace_bytes));
-  auto* base = static_cast<float*>(args.workspace);
-  const int64_t t = ceil_div(v, CODA_PARTIAL_COLS);
-  const TensorView partials = TensorView::matrix(base, DType::kFP32, m, t);
-  const TensorView target_logit = TensorView::vector(base + m * t, DType::kFP32, m);
-  const TensorView lse = args.lse_out.defined() ? args.lse_out
-                                                : TensorView::vector(base + m * (t + 1), DType::kFP32, m);
-  LmHeadLseArgs la{args.a, args.b, args.rstd, args.targets, args.ignore_index, {}, partials, target_logit};
-  CrossEntropyArgs ce;
-  ce.lse = lse;
-  ce.target_logit = target_logit;
-  ce.targets = args.targets;
-  ce.ignore_index = args.ignore_index;
-  ce.reduction = args.reduction;
-  ce.loss_out = args.loss_out;
-  ce.row_loss_out = args.row_loss_out;
-  // Everything is validated before the first launch.
-  CODA_TRY(validate(la));
-  CODA_TRY(validate(LseFinishArgs{partials, lse}));
-  CODA_TRY(validate(ce));
-  CODA_TRY(gemm_lse(la, stream));
-  CODA_TRY(lse_finish({partials, lse}, stream));
-  return cross_entropy(ce, stream);
+  LmHeadLossPlan plan;
+  CODA_TRY(plan_lm_head_loss(args, &plan));
+  CODA_TRY(gemm_lse(plan.lse, stream));
+  CODA_TRY(lse_finish(plan.finish, stream));
+  return cross_entropy(plan.ce, stream);
 }
 
 Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out, cudaStream_t stream) {
   const char* op = "interleave_gate_up";
-  ArgCheck check(op);
-  check.tensor("gate", gate, {-1, -1}, kStoreTypes, Layout::kAny);
-  if (!check.ok()) return check.status();
+  CODA_TRY(validate_interleave_gate_up(gate, up, out));
   const int64_t f = gate.rows(), k = gate.cols();
-  check.tensor("up", up, {f, k}, kStoreTypes, Layout::kAny)
-      .tensor("out", out, {2 * f, k}, kStoreTypes, Layout::kAny)
-      .same_dtype("gate", gate, "up", up)
-      .same_dtype("gate", gate, "out", out)
-      .rule(gate.rank() == 2 && gate.stride(1) == 1 && up.stride(1) == 1 && out.stride(1) == 1, "gate",
-            "and 'up' and 'out' must be row-major (unit column stride)")
-      .no_alias({{"out", out}}, {{"gate", gate}, {"up", up}});
-  CODA_TRY(check.status());
   if (f == 0 || k == 0) return {};
   CODA_TRY(check_device(op));
   for (const auto& [name, t] : {std::pair<const char*, TensorView>{"gate", gate}, {"up", up}, {"out", out}})
@@ -700,19 +661,8 @@ Status interleave_gate_up(const TensorView& gate, const TensorView& up, const Te
 Status permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out,
                                           cudaStream_t stream) {
   const char* op = "permute_rotate_half_to_interleaved";
-  ArgCheck check(op);
-  check.rule(heads.heads_q >= 1 && heads.heads_kv >= 1 && heads.head_dim >= 2 && heads.head_dim % 2 == 0, "heads",
-             "must have heads_q >= 1, heads_kv >= 1 and an even head_dim >= 2");
-  if (!check.ok()) return check.status();
-  const int64_t n3 = heads.qkv_cols();
-  check.tensor("w", w, {n3, -1}, kStoreTypes, Layout::kAny);
-  if (!check.ok()) return check.status();
-  const int64_t k = w.cols();
-  check.tensor("out", out, {n3, k}, kStoreTypes, Layout::kAny)
-      .same_dtype("w", w, "out", out)
-      .rule(w.rank() == 2 && w.stride(1) == 1 && out.stride(1) == 1, "w", "and 'out' must be row-major (unit column stride)")
-      .no_alias({{"out", out}}, {{"w", w}});
-  CODA_TRY(check.status());
+  CODA_TRY(validate_permute_rotate_half_to_interleaved(w, heads, out));
+  const int64_t n3 = heads.qkv_cols(), k = w.cols();
   if (k == 0) return {};
   CODA_TRY(check_device(op));
   CODA_TRY(check_device_pointer(op, "w", w));

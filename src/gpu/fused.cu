@@ -198,13 +198,6 @@ Status lse_impl(const char* op, const LmHeadLseArgs& args, cudaStream_t stream) 
   return run_fused(op, args.a, args.b, L, stream);
 }
 
-Status require_rstd(const char* op, const TensorView& rstd) {
-  if (!rstd.defined())
-    return Status::invalid_argument(std::string(op) + ": argument 'rstd' is required (the RMSNorm of the GEMM input); "
-                                    "use the operator without 'rmsnorm' in its name to run without it");
-  return {};
-}
-
 }  // namespace
 
 Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
@@ -230,21 +223,21 @@ Status gemm_swiglu(const SwigluArgs& args, cudaStream_t stream) {
   return swiglu_impl(args.rstd.defined() ? "gemm_rmsnorm_swiglu" : "gemm_swiglu", args, stream);
 }
 Status gemm_rmsnorm_swiglu(const SwigluArgs& args, cudaStream_t stream) {
-  CODA_TRY(require_rstd("gemm_rmsnorm_swiglu", args.rstd));
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_swiglu", args.rstd));
   return swiglu_impl("gemm_rmsnorm_swiglu", args, stream);
 }
 Status gemm_rope(const RopeArgs& args, cudaStream_t stream) {
   return rope_impl(args.rstd.defined() ? "gemm_rmsnorm_rope" : "gemm_rope", args, stream);
 }
 Status gemm_rmsnorm_rope(const RopeArgs& args, cudaStream_t stream) {
-  CODA_TRY(require_rstd("gemm_rmsnorm_rope", args.rstd));
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_rope", args.rstd));
   return rope_impl("gemm_rmsnorm_rope", args, stream);
 }
 Status gemm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
   return lse_impl(args.rstd.defined() ? "gemm_rmsnorm_lse" : "gemm_lse", args, stream);
 }
 Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
-  CODA_TRY(require_rstd("gemm_rmsnorm_lse", args.rstd));
+  CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_lse", args.rstd));
   return lse_impl("gemm_rmsnorm_lse", args, stream);
 }
 

@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "coda/capi_util.hpp"
-#include "coda/coda.h"
 #include "coda/gpu.hpp"
 #include "gemm_instances.hpp"
 #include "launch_host.hpp"
@@ -314,29 +312,3 @@ Status gemm_with_config(const GemmArgs& args, const GemmConfig& config, cudaStre
 }
 
 }  // namespace coda
-
-// ---- C ABI --------------------------------------------------------------------------------------------
-
-extern "C" coda_status_t coda_gemm(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* d,
-                                   coda_stream_t stream) {
-  coda::GemmArgs args;
-  args.a = coda::TensorView::from(a);
-  args.b = coda::TensorView::from(b);
-  args.d = coda::TensorView::from(d);
-  return coda::detail::report(coda::gemm(args, reinterpret_cast<cudaStream_t>(stream)));
-}
-
-extern "C" coda_status_t coda_gemm_ex(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* c,
-                                      const coda_tensor_t* d, float alpha, float beta, const float* alpha_ptr,
-                                      const float* beta_ptr, coda_stream_t stream) {
-  coda::GemmArgs args;
-  args.a = coda::TensorView::from(a);
-  args.b = coda::TensorView::from(b);
-  args.c = coda::TensorView::from(c);
-  args.d = coda::TensorView::from(d);
-  args.alpha = alpha;
-  args.beta = beta;
-  args.alpha_ptr = alpha_ptr;
-  args.beta_ptr = beta_ptr;
-  return coda::detail::report(coda::gemm(args, reinterpret_cast<cudaStream_t>(stream)));
-}

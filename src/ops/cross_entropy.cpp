@@ -59,4 +59,40 @@ Status validate(const CrossEntropyArgs& args) {
   return check.status();
 }
 
+size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v) {
+  const auto t = static_cast<size_t>(ceil_div(v, CODA_PARTIAL_COLS));
+  return (static_cast<size_t>(m) * (t + 2) * sizeof(float) + 255) / 256 * 256;
+}
+
+Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan) {
+  const char* op = args.rstd.defined() ? "lm_head_loss (rmsnorm)" : "lm_head_loss";
+  const int64_t m = args.a.rows(), v = args.b.rows();
+  const size_t need = lm_head_loss_workspace_bytes(m, v);
+  if (args.workspace_bytes < need || (need > 0 && !args.workspace))
+    return Status::invalid_argument(std::string(op) + ": argument 'workspace' must hold at least " +
+                                    std::to_string(need) + " bytes (lm_head_loss_workspace_bytes), got " +
+                                    std::to_string(args.workspace_bytes));
+  auto* base = static_cast<float*>(args.workspace);
+  const int64_t t = ceil_div(v, CODA_PARTIAL_COLS);
+  const TensorView partials = TensorView::matrix(base, DType::kFP32, m, t);
+  const TensorView target_logit = TensorView::vector(base + m * t, DType::kFP32, m);
+  const TensorView lse = args.lse_out.defined() ? args.lse_out
+                                                : TensorView::vector(base + m * (t + 1), DType::kFP32, m);
+  plan->lse = LmHeadLseArgs{args.a, args.b, args.rstd, args.targets, args.ignore_index, {}, partials, target_logit};
+  plan->finish = LseFinishArgs{partials, lse};
+  CrossEntropyArgs& ce = plan->ce;
+  ce = CrossEntropyArgs{};
+  ce.lse = lse;
+  ce.target_logit = target_logit;
+  ce.targets = args.targets;
+  ce.ignore_index = args.ignore_index;
+  ce.reduction = args.reduction;
+  ce.loss_out = args.loss_out;
+  ce.row_loss_out = args.row_loss_out;
+  // Everything is validated before the first step runs.
+  CODA_TRY(validate(plan->lse));
+  CODA_TRY(validate(plan->finish));
+  return validate(ce);
+}
+
 }  // namespace coda

@@ -5,6 +5,13 @@
 
 namespace coda {
 
+Status check_rmsnorm_rstd(const char* op, const TensorView& rstd) {
+  if (!rstd.defined())
+    return Status::invalid_argument(std::string(op) + ": argument 'rstd' is required (the RMSNorm of the GEMM input); "
+                                    "use the operator without 'rmsnorm' in its name to run without it");
+  return {};
+}
+
 Status validate(const ResidualRmsNormPartialArgs& args, const Grain& grain) {
   ArgCheck check("gemm_residual_rmsnorm_partial");
   const GemmShape s = check_gemm_operands(check, args.a, args.b);

@@ -56,4 +56,20 @@ std::vector<float> rope_frequencies(int64_t head_dim, double base, const RopeSca
   return std::vector<float>(f.begin(), f.end());
 }
 
+Status validate_permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out) {
+  ArgCheck check("permute_rotate_half_to_interleaved");
+  check.rule(heads.heads_q >= 1 && heads.heads_kv >= 1 && heads.head_dim >= 2 && heads.head_dim % 2 == 0, "heads",
+             "must have heads_q >= 1, heads_kv >= 1 and an even head_dim >= 2");
+  if (!check.ok()) return check.status();
+  const int64_t n3 = heads.qkv_cols();
+  check.tensor("w", w, {n3, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t k = w.cols();
+  check.tensor("out", out, {n3, k}, kStoreTypes, Layout::kAny)
+      .same_dtype("w", w, "out", out)
+      .rule(w.rank() == 2 && w.stride(1) == 1 && out.stride(1) == 1, "w", "and 'out' must be row-major (unit column stride)")
+      .no_alias({{"out", out}}, {{"w", w}});
+  return check.status();
+}
+
 }  // namespace coda

@@ -30,4 +30,19 @@ Status validate(const SwigluBackwardArgs& args, const Grain& grain) {
   return check.status();
 }
 
+Status validate_interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out) {
+  ArgCheck check("interleave_gate_up");
+  check.tensor("gate", gate, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t f = gate.rows(), k = gate.cols();
+  check.tensor("up", up, {f, k}, kStoreTypes, Layout::kAny)
+      .tensor("out", out, {2 * f, k}, kStoreTypes, Layout::kAny)
+      .same_dtype("gate", gate, "up", up)
+      .same_dtype("gate", gate, "out", out)
+      .rule(gate.rank() == 2 && gate.stride(1) == 1 && up.stride(1) == 1 && out.stride(1) == 1, "gate",
+            "and 'up' and 'out' must be row-major (unit column stride)")
+      .no_alias({{"out", out}}, {{"gate", gate}, {"up", up}});
+  return check.status();
+}
+
 }  // namespace coda

@@ -1,8 +1,12 @@
 // The validation helpers every operator uses: messages name the argument and the rule.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
+#include "coda/capi_util.hpp"
 #include "coda/check.hpp"
 #include "coda/coda.h"
 #include "coda/host.hpp"
@@ -144,6 +148,72 @@ TEST(CApi, DeviceCheckExplainsItself) {
     EXPECT_NE(std::string(coda_last_error()).find("coda_device_check"), std::string::npos);
   }
   EXPECT_NE(coda_device_check(-1), CODA_SUCCESS);
+}
+
+// Where a C ABI call runs: the one rule (detail::common_place), with a locator that pretends some
+// addresses are device memory, so the rule is tested without a GPU.
+namespace fake {
+int device_mem[4];  // "device" memory
+int host_mem[4];
+int broken[1];      // CUDA "cannot answer" for this one
+Status locate(const void* p, detail::Place* place) {
+  if (p == broken) return Status::cuda_error("a fake CUDA error");
+  *place = p == device_mem || p == device_mem + 1 ? detail::Place::kDevice : detail::Place::kHost;
+  return {};
+}
+}  // namespace fake
+
+TEST(CApi, ACallRunsWhereItsTensorsLive) {
+  using detail::Place;
+  coda_tensor_t a{}, b{}, out{};
+  a.data = fake::device_mem;
+  b.data = fake::device_mem + 1;
+  out.data = fake::host_mem;
+  Place place = Place::kHost;
+  // All device memory (absent operands ignored): the GPU.
+  ASSERT_TRUE(detail::common_place("op", {{"a", &a}, {"rstd", nullptr}, {"b", &b}}, &place, fake::locate).ok());
+  EXPECT_EQ(place, Place::kDevice);
+  // All host memory, raw pointers included: the emulator.
+  ASSERT_TRUE(detail::common_place("op", {{"out", &out}, {"workspace", fake::host_mem + 2}}, &place, fake::locate).ok());
+  EXPECT_EQ(place, Place::kHost);
+  // A mix names the first argument that differs and the one it differs from.
+  Status s = detail::common_place("gemm_swiglu", {{"a", &a}, {"b", &b}, {"o_out", &out}}, &place, fake::locate);
+  EXPECT_EQ(s.code(), CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(s.message().find("gemm_swiglu: argument 'o_out' points to host memory but argument 'a' to device memory"),
+            std::string::npos)
+      << s.message();
+  s = detail::common_place("op", {{"out", &out}, {"b", &b}}, &place, fake::locate);
+  EXPECT_NE(s.message().find("argument 'b' points to device memory but argument 'out' to host memory"),
+            std::string::npos)
+      << s.message();
+  // Nothing given: host (validation then names the missing tensor).
+  ASSERT_TRUE(detail::common_place("op", {{"a", nullptr}}, &place, fake::locate).ok());
+  EXPECT_EQ(place, Place::kHost);
+  // CUDA failing to answer is an error naming the argument, never a guess.
+  coda_tensor_t c{};
+  c.data = fake::broken;
+  s = detail::common_place("op", {{"a", &a}, {"c", &c}}, &place, fake::locate);
+  EXPECT_EQ(s.code(), CODA_ERROR_CUDA);
+  EXPECT_NE(s.message().find("op: argument 'c': a fake CUDA error"), std::string::npos) << s.message();
+}
+
+// The real locator: host memory is host memory, with or without a GPU and driver.
+TEST(CApi, HostMemoryIsHost) {
+  std::vector<float> v(8);
+  void* heap = std::malloc(64);
+  for (const void* p : {static_cast<const void*>(v.data()), static_cast<const void*>(&v), static_cast<const void*>(heap)}) {
+    detail::Place place = detail::Place::kDevice;
+    const Status s = detail::place_of(p, &place);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(place, detail::Place::kHost);
+  }
+  std::free(heap);
+  // With a device, no CUDA error is left behind for the caller's next CUDA call. (Without a driver,
+  // every CUDA runtime call reports the missing driver; there is nothing to clear.)
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+    EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  }
 }
 
 }  // namespace

@@ -504,6 +504,52 @@ TEST_F(GpuOps, CAbiMatchesCpp) {
   EXPECT_TRUE(std::isfinite(loss1.host.get(0)));
 }
 
+// ---- the C ABI runs a call where its tensors live ------------------------------------------------------
+
+// Device tensors: the GPU; host tensors (pageable or pinned): the emulator, bit for bit; a mix:
+// INVALID_ARGUMENT naming the argument, nothing written.
+TEST_F(GpuOps, CAbiRunsWhereTheTensorsLive) {
+  std::mt19937_64 g(test::seed());
+  const int64_t m = 70, k = 72, f = 136;
+  Dual a = random_dual(g(), kBF16, m, k, 1.0f), w = random_dual(g(), kBF16, 2 * f, k, 0.2f);
+  Dual o = out_dual(kBF16, m, f);
+  const coda_tensor_t ta = a.view().desc, tw = w.view().desc, to = o.view().desc;
+  // Host a (pageable) with device w and o.
+  coda_tensor_t ha = a.host.view().desc;
+  EXPECT_EQ(coda_gemm_swiglu(&ha, &tw, nullptr, nullptr, &to, nullptr), CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error())
+                .find("gemm_swiglu: argument 'b' points to device memory but argument 'a' to host memory"),
+            std::string::npos)
+      << coda_last_error();
+  // Device a and w, host o.
+  HostTensor ho = output(kBF16, m, f);
+  const coda_tensor_t tho = ho.view().desc;
+  EXPECT_EQ(coda_gemm_swiglu(&ta, &tw, nullptr, nullptr, &tho, nullptr), CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error()).find("argument 'o_out' points to host memory but argument 'a' to device"),
+            std::string::npos)
+      << coda_last_error();
+  EXPECT_FALSE(ho.fully_written());
+  fetch(o);
+  EXPECT_FALSE(o.host.fully_written());
+
+  // All host, pinned memory included: the emulator's bits; all device: the GPU.
+  void* pinned = nullptr;
+  dev::check(cudaMallocHost(&pinned, o.host.bytes()), "cudaMallocHost");
+  coda_tensor_t tpin = o.host.view().desc;
+  tpin.data = pinned;
+  const coda_tensor_t hw = w.host.view().desc;
+  ASSERT_EQ(coda_gemm_swiglu(&ha, &hw, nullptr, nullptr, &tpin, nullptr), CODA_SUCCESS) << coda_last_error();
+  HostTensor want = output(kBF16, m, f);
+  CODA_ASSERT_OK(emu::gemm_swiglu({a.host.view(), w.host.view(), {}, {}, want.view()}));
+  EXPECT_EQ(std::memcmp(pinned, want.data(), want.bytes()), 0);
+  cudaFreeHost(pinned);
+  ASSERT_EQ(coda_gemm_swiglu(&ta, &tw, nullptr, nullptr, &to, nullptr), CODA_SUCCESS) << coda_last_error();
+  fetch(o);
+  EXPECT_TRUE(o.host.fully_written());
+  const Mat o64 = ref::swiglu(ref::matmul_nt(to_mat(a.host), to_mat(w.host)));
+  EXPECT_LT(ref::rel_error(to_mat(o.host), o64), 2e-2);
+}
+
 // ---- weight-layout helpers -------------------------------------------------------------------------------
 
 TEST_F(GpuOps, WeightLayoutHelpers) {

@@ -27,4 +27,7 @@ struct GemmShape {
 // (the weight gradient of an empty batch is zero, as in PyTorch).
 GemmShape check_gemm_operands(ArgCheck& check, const TensorView& a, const TensorView& b);
 
+// The *_rmsnorm_* entry points require the row scale: INVALID_ARGUMENT naming 'rstd' when absent.
+Status check_rmsnorm_rstd(const char* op, const TensorView& rstd);
+
 }  // namespace coda

@@ -55,6 +55,33 @@ struct CrossEntropyArgs {
 };
 Status validate(const CrossEntropyArgs& args);
 
+// The logits-free LM-head loss forward: gemm_(rmsnorm_)lse without logits, lse_finish and
+// cross_entropy in one call. No M x V tensor is written; the workspace (memory in the same place
+// as the tensors) holds the partials, lse and target logits (lm_head_loss_workspace_bytes).
+struct LmHeadLossArgs {
+  TensorView a;        // [M, K]
+  TensorView b;        // [V, K]
+  TensorView rstd;     // optional [M] fp32
+  TensorView targets;  // [M] int32
+  int32_t ignore_index = CODA_IGNORE_INDEX;
+  Reduction reduction = Reduction::kMean;
+  TensorView loss_out;      // [1] fp32
+  TensorView row_loss_out;  // optional [M] fp32
+  TensorView lse_out;       // optional [M] fp32 (saved for a backward pass)
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+size_t lm_head_loss_workspace_bytes(int64_t m, int64_t v);
+
+// The three steps of lm_head_loss on views into the workspace, every one validated (the workspace
+// size first): both backends run exactly these.
+struct LmHeadLossPlan {
+  LmHeadLseArgs lse;
+  LseFinishArgs finish;
+  CrossEntropyArgs ce;
+};
+Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan);
+
 namespace programs {
 
 struct LmHeadLse {

@@ -58,6 +58,12 @@ struct RopeScaling {
 // optional Llama-3.1 scaling applied to the angular frequency first. head_dim / 2 values.
 std::vector<float> rope_frequencies(int64_t head_dim, double base, const RopeScaling& scaling = {});
 
+// Hugging Face stores each q and k head's rotation pairs as rows (i, i + head_dim/2) of the fused
+// [N3, K] weight; coda rotates adjacent rows (2i, 2i + 1). Checks of
+// permute_rotate_half_to_interleaved(w, heads, out): w and out [N3, K], one dtype, row-major, no
+// overlap.
+Status validate_permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& heads, const TensorView& out);
+
 namespace programs {
 
 struct Rope {

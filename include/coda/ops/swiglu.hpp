@@ -30,6 +30,10 @@ struct SwigluBackwardArgs {
 };
 Status validate(const SwigluBackwardArgs& args, const Grain& grain = {});
 
+// The weight layout gemm_swiglu expects: out [2F, K] = rows gate[0], up[0], gate[1], up[1], ...
+// (interleave_gate_up). gate and up [F, K], one dtype, row-major; out must not overlap them.
+Status validate_interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out);
+
 namespace programs {
 
 struct Swiglu {
