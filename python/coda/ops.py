@@ -1,0 +1,602 @@
+"""coda's forward operators as torch.library custom ops (torch.ops.coda.*), and the functions
+users call (coda.gemm, coda.gemm_rmsnorm_swiglu, ...).
+
+Every op calls one C ABI function of libcoda.so on the tensors' own memory: CUDA tensors run the
+sm_90a kernels on torch.cuda.current_stream(), CPU tensors run the CPU emulator (coda.h, "Where a
+call runs"). Outputs are allocated with torch.empty on the input's device (tile outputs with rows
+padded to 16 bytes where needed: the padding is never read or written). Each op has a fake
+implementation with the same shapes and strides, so torch.compile traces it without a graph
+break. Ops ending in "_" write one of their inputs in place (declared in mutates_args).
+docs/python.md lists them; docs/ops.md gives the math and the rules.
+"""
+
+import ctypes
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _lib
+from ._lib import IGNORE_INDEX, PARTIAL_COLS, check, lib
+
+__all__ = [
+    "gemm",
+    "gemm_residual_rmsnorm_partial",
+    "gemm_residual_rmsnorm_partial_",
+    "rms_finish",
+    "gemm_swiglu",
+    "gemm_rmsnorm_swiglu",
+    "gemm_rope",
+    "gemm_rmsnorm_rope",
+    "gemm_qkv_sqsum",
+    "qknorm_rope",
+    "gemm_lse",
+    "gemm_rmsnorm_lse",
+    "lse_finish",
+    "cross_entropy",
+    "cross_entropy_grad_",
+    "lm_head_loss",
+    "interleave_gate_up",
+    "permute_rotate_half_to_interleaved",
+    "rope_frequencies",
+    "qk_segments",
+]
+
+# ---- tensors -> coda_tensor_t ------------------------------------------------------------------------
+
+_DTYPES = {
+    torch.bfloat16: _lib.DTYPE_BF16,
+    torch.float16: _lib.DTYPE_FP16,
+    torch.float32: _lib.DTYPE_FP32,
+    torch.int32: _lib.DTYPE_INT32,
+}
+_REDUCTIONS = {"mean": _lib.REDUCTION_MEAN, "sum": _lib.REDUCTION_SUM}
+_placeholders = {}
+
+
+def _placeholder(device):
+    """A real address on `device` for tensors with no elements (torch gives them a null pointer,
+    which coda reads as an absent argument); nothing is ever read or written through it."""
+    key = str(device)
+    if key not in _placeholders:
+        _placeholders[key] = torch.empty(256, dtype=torch.uint8, device=device)
+    return _placeholders[key].data_ptr()
+
+
+def _desc(t, name):
+    """The coda_tensor_t of a tensor (None for an absent optional one). A 0-dim tensor is [1]."""
+    if t is None:
+        return None
+    if t.dtype not in _DTYPES:
+        raise ValueError(
+            f"coda: argument '{name}' has dtype {t.dtype}; coda takes bfloat16, float16, float32 and int32 tensors"
+        )
+    if t.dim() > _lib.MAX_RANK:
+        raise ValueError(f"coda: argument '{name}' has {t.dim()} dimensions; coda takes at most {_lib.MAX_RANK}")
+    d = _lib.Tensor()
+    d.data = t.data_ptr() or (_placeholder(t.device) if t.numel() == 0 else 0)
+    d.dtype = _DTYPES[t.dtype]
+    if t.dim() == 0:
+        d.rank, d.sizes[0], d.strides[0] = 1, 1, 1
+    else:
+        d.rank = t.dim()
+        for i, (size, stride) in enumerate(zip(t.shape, t.stride())):
+            d.sizes[i] = size
+            d.strides[i] = stride
+    return d
+
+
+def _run(fn, device, *args):
+    """Call a C ABI function with the stream of `device` appended (CUDA: the current stream of that
+    device, made current for the call; CPU: none, the emulator runs synchronously)."""
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            check(fn(*args, torch.cuda.current_stream(device).cuda_stream))
+    else:
+        check(fn(*args, None))
+
+
+def _device_of(**tensors):
+    """The device the call runs on (the first tensor's); tensors on two different GPUs are an error
+    here (a host/device mix is coda's to report, naming the argument)."""
+    device = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if device is None:
+            device, first = t.device, name
+        elif t.device.type == "cuda" and device.type == "cuda" and t.device != device:
+            raise ValueError(f"coda: argument '{name}' is on {t.device} but argument '{first}' on {device}")
+    return device
+
+
+def _rows(m, n, dtype, device):
+    """An [m, n] tile output whose rows start on 16-byte boundaries (coda's rule for tile outputs):
+    dense when n * itemsize is a multiple of 16, else a view of the first n columns of [m, n_pad]."""
+    per16 = max(16 // dtype.itemsize, 1)
+    ld = -(-n // per16) * per16
+    if ld == n:
+        return torch.empty((m, n), dtype=dtype, device=device)
+    return torch.empty((m, ld), dtype=dtype, device=device)[:, :n]
+
+
+def _vec(n, device):
+    return torch.empty((n,), dtype=torch.float32, device=device)
+
+
+def _partials(m, n, device):
+    return torch.empty((m, -(-n // PARTIAL_COLS)), dtype=torch.float32, device=device)
+
+
+def _heads(heads_q, heads_kv, head_dim):
+    return _lib.Heads(heads_q, heads_kv, head_dim)
+
+
+def qk_segments(head_dim):
+    """Partial sums of squares per q/k head (coda_gemm_qkv_sqsum): 1 when head_dim divides 256,
+    head_dim / 256 when 256 divides it; 0 for other head dims (coda rejects them)."""
+    if head_dim > 0 and PARTIAL_COLS % head_dim == 0:
+        return 1
+    if head_dim > 0 and head_dim % PARTIAL_COLS == 0:
+        return head_dim // PARTIAL_COLS
+    return 0
+
+
+def _none(device, dtype):
+    """The empty stand-in returned for an output that was not asked for."""
+    return torch.empty((0,), dtype=dtype, device=device)
+
+
+# ---- GEMM -------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("coda::gemm", mutates_args=())
+def _gemm(
+    a: Tensor, b: Tensor, c: Optional[Tensor], alpha: float, beta: float, out_dtype: Optional[torch.dtype]
+) -> Tensor:
+    device = _device_of(a=a, b=b, c=c)
+    d = _rows(a.shape[0], b.shape[0], out_dtype or a.dtype, device)
+    if c is None and alpha == 1.0:
+        _run(lib.coda_gemm, device, _desc(a, "a"), _desc(b, "b"), _desc(d, "d"))
+    else:
+        _run(lib.coda_gemm_ex, device, _desc(a, "a"), _desc(b, "b"), _desc(c, "c"), _desc(d, "d"), alpha, beta,
+             None, None)
+    return d
+
+
+@_gemm.register_fake
+def _(a, b, c, alpha, beta, out_dtype):
+    return _rows(a.shape[0], b.shape[0], out_dtype or a.dtype, a.device)
+
+
+def gemm(a, b, c=None, alpha=1.0, beta=1.0, out_dtype=None):
+    """D = alpha a b^T (+ beta c): a [M, K], b [N, K] (any of the forward, dgrad or wgrad forms
+    through strides, docs/ops.md); D [M, N] in out_dtype (default a's)."""
+    return torch.ops.coda.gemm(a, b, c, alpha, beta, out_dtype)
+
+
+# ---- RMSNorm split ----------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("coda::gemm_residual_rmsnorm_partial", mutates_args=())
+def _gemm_residual_rmsnorm_partial(
+    a: Tensor, b: Tensor, residual: Optional[Tensor], norm_weight: Tensor, alpha: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    device = _device_of(a=a, b=b, residual=residual, norm_weight=norm_weight)
+    m, n = a.shape[0], b.shape[0]
+    dtype = residual.dtype if residual is not None else a.dtype
+    x, h, p = _rows(m, n, dtype, device), _rows(m, n, dtype, device), _partials(m, n, device)
+    _run(lib.coda_gemm_residual_rmsnorm_partial, device, _desc(a, "a"), _desc(b, "b"), _desc(residual, "residual"),
+         _desc(norm_weight, "norm_weight"), _desc(x, "x_out"), _desc(h, "h_out"), _desc(p, "partials"), alpha)
+    return x, h, p
+
+
+@_gemm_residual_rmsnorm_partial.register_fake
+def _(a, b, residual, norm_weight, alpha):
+    m, n = a.shape[0], b.shape[0]
+    dtype = residual.dtype if residual is not None else a.dtype
+    return _rows(m, n, dtype, a.device), _rows(m, n, dtype, a.device), _partials(m, n, a.device)
+
+
+def gemm_residual_rmsnorm_partial(a, b, norm_weight, residual=None, alpha=1.0):
+    """x = alpha a b^T (+ residual), h = x * norm_weight, and the per-256-column partial sums of x^2
+    (finish with rms_finish). Returns (x, h, partials)."""
+    return torch.ops.coda.gemm_residual_rmsnorm_partial(a, b, residual, norm_weight, alpha)
+
+
+@torch.library.custom_op("coda::gemm_residual_rmsnorm_partial_", mutates_args=("residual",))
+def _gemm_residual_rmsnorm_partial_(
+    a: Tensor, b: Tensor, residual: Tensor, norm_weight: Tensor, alpha: float
+) -> tuple[Tensor, Tensor]:
+    device = _device_of(a=a, b=b, residual=residual, norm_weight=norm_weight)
+    m, n = a.shape[0], b.shape[0]
+    h, p = _rows(m, n, residual.dtype, device), _partials(m, n, device)
+    r = _desc(residual, "residual")
+    _run(lib.coda_gemm_residual_rmsnorm_partial, device, _desc(a, "a"), _desc(b, "b"), r,
+         _desc(norm_weight, "norm_weight"), r, _desc(h, "h_out"), _desc(p, "partials"), alpha)
+    return h, p
+
+
+@_gemm_residual_rmsnorm_partial_.register_fake
+def _(a, b, residual, norm_weight, alpha):
+    m, n = a.shape[0], b.shape[0]
+    return _rows(m, n, residual.dtype, a.device), _partials(m, n, a.device)
+
+
+def gemm_residual_rmsnorm_partial_(a, b, residual, norm_weight, alpha=1.0):
+    """The same with x written in place of the residual (residual becomes x). Returns (h, partials)."""
+    return torch.ops.coda.gemm_residual_rmsnorm_partial_(a, b, residual, norm_weight, alpha)
+
+
+@torch.library.custom_op("coda::rms_finish", mutates_args=())
+def _rms_finish(partials: Tensor, dim: int, eps: float) -> Tensor:
+    rstd = _vec(partials.shape[0], partials.device)
+    _run(lib.coda_rms_finish, partials.device, _desc(partials, "partials"), _desc(rstd, "rstd_out"), dim, eps)
+    return rstd
+
+
+@_rms_finish.register_fake
+def _(partials, dim, eps):
+    return _vec(partials.shape[0], partials.device)
+
+
+def rms_finish(partials, dim, eps=1e-5):
+    """rstd[m] = 1 / sqrt(sum_t partials[m, t] / dim + eps), fp32 [M]."""
+    return torch.ops.coda.rms_finish(partials, dim, eps)
+
+
+# ---- SwiGLU -----------------------------------------------------------------------------------------------
+
+
+def _swiglu(fn, a, b, rstd, save_z):
+    device = _device_of(a=a, b=b, rstd=rstd)
+    m, n = a.shape[0], b.shape[0]
+    z = _rows(m, n, a.dtype, device) if save_z else _none(device, a.dtype)
+    o = _rows(m, n // 2, a.dtype, device)
+    _run(fn, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"), _desc(z, "z_out") if save_z else None,
+         _desc(o, "o_out"))
+    return z, o
+
+
+def _swiglu_fake(a, b, rstd, save_z):
+    m, n = a.shape[0], b.shape[0]
+    z = _rows(m, n, a.dtype, a.device) if save_z else _none(a.device, a.dtype)
+    return z, _rows(m, n // 2, a.dtype, a.device)
+
+
+@torch.library.custom_op("coda::gemm_swiglu", mutates_args=())
+def _gemm_swiglu(a: Tensor, b: Tensor, rstd: Optional[Tensor], save_z: bool) -> tuple[Tensor, Tensor]:
+    return _swiglu(lib.coda_gemm_swiglu, a, b, rstd, save_z)
+
+
+@torch.library.custom_op("coda::gemm_rmsnorm_swiglu", mutates_args=())
+def _gemm_rmsnorm_swiglu(a: Tensor, b: Tensor, rstd: Tensor, save_z: bool) -> tuple[Tensor, Tensor]:
+    return _swiglu(lib.coda_gemm_rmsnorm_swiglu, a, b, rstd, save_z)
+
+
+_gemm_swiglu.register_fake(_swiglu_fake)
+_gemm_rmsnorm_swiglu.register_fake(_swiglu_fake)
+
+
+def gemm_swiglu(a, b, rstd=None, save_z=False):
+    """z = (rstd *) a b^T with b the interleaved gate/up weight [2F, K]; o = silu(z[:, 0::2]) z[:, 1::2]
+    [M, F]. Returns o, or (z, o) with save_z (z is what the backward needs)."""
+    z, o = torch.ops.coda.gemm_swiglu(a, b, rstd, save_z)
+    return (z, o) if save_z else o
+
+
+def gemm_rmsnorm_swiglu(a, b, rstd, save_z=False):
+    """gemm_swiglu with rstd required: RMSNorm(x) Wgu^T = diag(rstd) ((x * w) Wgu^T), then SwiGLU."""
+    z, o = torch.ops.coda.gemm_rmsnorm_swiglu(a, b, rstd, save_z)
+    return (z, o) if save_z else o
+
+
+# ---- RoPE -------------------------------------------------------------------------------------------------
+
+
+def _rope(fn, a, b, rstd, positions, freqs, heads_q, heads_kv, head_dim):
+    device = _device_of(a=a, b=b, rstd=rstd, positions=positions, freqs=freqs)
+    out = _rows(a.shape[0], b.shape[0], a.dtype, device)
+    _run(fn, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"), _desc(positions, "positions"),
+         _desc(freqs, "freqs"), _heads(heads_q, heads_kv, head_dim), _desc(out, "out"))
+    return out
+
+
+def _rope_fake(a, b, rstd, positions, freqs, heads_q, heads_kv, head_dim):
+    return _rows(a.shape[0], b.shape[0], a.dtype, a.device)
+
+
+@torch.library.custom_op("coda::gemm_rope", mutates_args=())
+def _gemm_rope(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], positions: Tensor, freqs: Tensor, heads_q: int, heads_kv: int,
+    head_dim: int
+) -> Tensor:
+    return _rope(lib.coda_gemm_rope, a, b, rstd, positions, freqs, heads_q, heads_kv, head_dim)
+
+
+@torch.library.custom_op("coda::gemm_rmsnorm_rope", mutates_args=())
+def _gemm_rmsnorm_rope(
+    a: Tensor, b: Tensor, rstd: Tensor, positions: Tensor, freqs: Tensor, heads_q: int, heads_kv: int, head_dim: int
+) -> Tensor:
+    return _rope(lib.coda_gemm_rmsnorm_rope, a, b, rstd, positions, freqs, heads_q, heads_kv, head_dim)
+
+
+_gemm_rope.register_fake(_rope_fake)
+_gemm_rmsnorm_rope.register_fake(_rope_fake)
+
+
+def gemm_rope(a, b, positions, freqs, heads, rstd=None):
+    """qkv = RoPE((rstd *) a b^T) [M, (hq + 2 hkv) hd]: q and k heads rotated on interleaved pairs
+    by positions[m] * freqs[i] turns (rope_frequencies), v unrotated. heads = (hq, hkv, hd);
+    positions int32 [M], freqs fp32 [hd / 2]."""
+    return torch.ops.coda.gemm_rope(a, b, rstd, positions, freqs, *heads)
+
+
+def gemm_rmsnorm_rope(a, b, rstd, positions, freqs, heads):
+    """gemm_rope with rstd required."""
+    return torch.ops.coda.gemm_rmsnorm_rope(a, b, rstd, positions, freqs, *heads)
+
+
+# ---- QK-norm + RoPE ---------------------------------------------------------------------------------------
+
+
+def _sumsq_cols(heads_q, heads_kv, head_dim):
+    return (heads_q + heads_kv) * max(qk_segments(head_dim), 1)
+
+
+@torch.library.custom_op("coda::gemm_qkv_sqsum", mutates_args=())
+def _gemm_qkv_sqsum(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], heads_q: int, heads_kv: int, head_dim: int
+) -> tuple[Tensor, Tensor]:
+    device = _device_of(a=a, b=b, rstd=rstd)
+    m = a.shape[0]
+    qkv = _rows(m, b.shape[0], a.dtype, device)
+    sumsq = torch.empty((m, _sumsq_cols(heads_q, heads_kv, head_dim)), dtype=torch.float32, device=device)
+    _run(lib.coda_gemm_qkv_sqsum, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"),
+         _heads(heads_q, heads_kv, head_dim), _desc(qkv, "qkv_out"), _desc(sumsq, "sumsq_out"))
+    return qkv, sumsq
+
+
+@_gemm_qkv_sqsum.register_fake
+def _(a, b, rstd, heads_q, heads_kv, head_dim):
+    m = a.shape[0]
+    return (_rows(m, b.shape[0], a.dtype, a.device),
+            torch.empty((m, _sumsq_cols(heads_q, heads_kv, head_dim)), dtype=torch.float32, device=a.device))
+
+
+def gemm_qkv_sqsum(a, b, heads, rstd=None):
+    """qkv = (rstd *) a b^T, stored before the norm, and the per-head sums of squares of q and k
+    [M, (hq + hkv) * qk_segments(hd)]. Returns (qkv, sumsq); then qknorm_rope."""
+    return torch.ops.coda.gemm_qkv_sqsum(a, b, rstd, *heads)
+
+
+@torch.library.custom_op("coda::qknorm_rope", mutates_args=())
+def _qknorm_rope(
+    qkv: Tensor, sumsq: Tensor, gamma_q: Tensor, gamma_k: Tensor, positions: Tensor, freqs: Tensor, heads_q: int,
+    heads_kv: int, head_dim: int, eps: float
+) -> Tensor:
+    device = _device_of(qkv=qkv, sumsq=sumsq, gamma_q=gamma_q, gamma_k=gamma_k, positions=positions, freqs=freqs)
+    out = _rows(qkv.shape[0], qkv.shape[1], qkv.dtype, device)
+    _run(lib.coda_qknorm_rope, device, _desc(qkv, "qkv"), _desc(sumsq, "sumsq"), _desc(gamma_q, "gamma_q"),
+         _desc(gamma_k, "gamma_k"), _desc(positions, "positions"), _desc(freqs, "freqs"),
+         _heads(heads_q, heads_kv, head_dim), eps, _desc(out, "out"))
+    return out
+
+
+@_qknorm_rope.register_fake
+def _(qkv, sumsq, gamma_q, gamma_k, positions, freqs, heads_q, heads_kv, head_dim, eps):
+    return _rows(qkv.shape[0], qkv.shape[1], qkv.dtype, qkv.device)
+
+
+def qknorm_rope(qkv, sumsq, gamma_q, gamma_k, positions, freqs, heads, eps=1e-6):
+    """Per-head RMSNorm of q and k (gamma_q, gamma_k [hd]) from gemm_qkv_sqsum's sums, then RoPE;
+    v copied. Returns the new [M, N3] tensor."""
+    return torch.ops.coda.qknorm_rope(qkv, sumsq, gamma_q, gamma_k, positions, freqs, *heads, eps)
+
+
+# ---- LM head and cross-entropy ----------------------------------------------------------------------------
+
+
+def _lse(fn, a, b, rstd, targets, ignore_index, save_logits):
+    device = _device_of(a=a, b=b, rstd=rstd, targets=targets)
+    m, v = a.shape[0], b.shape[0]
+    logits = _rows(m, v, a.dtype, device) if save_logits else _none(device, a.dtype)
+    partials, target_logit = _partials(m, v, device), _vec(m, device)
+    _run(fn, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"), _desc(targets, "targets"), ignore_index,
+         _desc(logits, "logits_out") if save_logits else None, _desc(partials, "lse_partials"),
+         _desc(target_logit, "target_logit_out"))
+    return logits, partials, target_logit
+
+
+def _lse_fake(a, b, rstd, targets, ignore_index, save_logits):
+    m, v = a.shape[0], b.shape[0]
+    logits = _rows(m, v, a.dtype, a.device) if save_logits else _none(a.device, a.dtype)
+    return logits, _partials(m, v, a.device), _vec(m, a.device)
+
+
+@torch.library.custom_op("coda::gemm_lse", mutates_args=())
+def _gemm_lse(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], targets: Tensor, ignore_index: int, save_logits: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    return _lse(lib.coda_gemm_lse, a, b, rstd, targets, ignore_index, save_logits)
+
+
+@torch.library.custom_op("coda::gemm_rmsnorm_lse", mutates_args=())
+def _gemm_rmsnorm_lse(
+    a: Tensor, b: Tensor, rstd: Tensor, targets: Tensor, ignore_index: int, save_logits: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    return _lse(lib.coda_gemm_rmsnorm_lse, a, b, rstd, targets, ignore_index, save_logits)
+
+
+_gemm_lse.register_fake(_lse_fake)
+_gemm_rmsnorm_lse.register_fake(_lse_fake)
+
+
+def gemm_lse(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, save_logits=False):
+    """LM head statistics: per-256-column LSE partials [M, ceil(V / 256)] and the target logit [M]
+    of logits = (rstd *) a b^T, the logits [M, V] themselves only with save_logits. Returns
+    (lse_partials, target_logit), or (logits, lse_partials, target_logit) with save_logits."""
+    logits, partials, target_logit = torch.ops.coda.gemm_lse(a, b, rstd, targets, ignore_index, save_logits)
+    return (logits, partials, target_logit) if save_logits else (partials, target_logit)
+
+
+def gemm_rmsnorm_lse(a, b, rstd, targets, ignore_index=IGNORE_INDEX, save_logits=False):
+    """gemm_lse with rstd required."""
+    logits, partials, target_logit = torch.ops.coda.gemm_rmsnorm_lse(a, b, rstd, targets, ignore_index, save_logits)
+    return (logits, partials, target_logit) if save_logits else (partials, target_logit)
+
+
+@torch.library.custom_op("coda::lse_finish", mutates_args=())
+def _lse_finish(partials: Tensor) -> Tensor:
+    lse = _vec(partials.shape[0], partials.device)
+    _run(lib.coda_lse_finish, partials.device, _desc(partials, "partials"), _desc(lse, "lse_out"))
+    return lse
+
+
+@_lse_finish.register_fake
+def _(partials):
+    return _vec(partials.shape[0], partials.device)
+
+
+def lse_finish(partials):
+    """lse[m] = log sum_t exp(partials[m, t]), fp32 [M]."""
+    return torch.ops.coda.lse_finish(partials)
+
+
+def _reduction(reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"coda: argument 'reduction' must be 'mean' or 'sum', got {reduction!r}")
+    return _REDUCTIONS[reduction]
+
+
+def _loss_outputs(m, device):
+    return torch.empty((), dtype=torch.float32, device=device), _vec(m, device)
+
+
+@torch.library.custom_op("coda::cross_entropy", mutates_args=())
+def _cross_entropy(
+    lse: Tensor, target_logit: Tensor, targets: Tensor, ignore_index: int, reduction: str
+) -> tuple[Tensor, Tensor]:
+    device = _device_of(lse=lse, target_logit=target_logit, targets=targets)
+    loss, row_loss = _loss_outputs(lse.shape[0], device)
+    _run(lib.coda_cross_entropy, device, _desc(lse, "lse"), _desc(target_logit, "target_logit"),
+         _desc(targets, "targets"), ignore_index, _reduction(reduction), _desc(loss, "loss_out"),
+         _desc(row_loss, "row_loss_out"), None, None, 1.0)
+    return loss, row_loss
+
+
+@_cross_entropy.register_fake
+def _(lse, target_logit, targets, ignore_index, reduction):
+    return _loss_outputs(lse.shape[0], lse.device)
+
+
+def cross_entropy(lse, target_logit, targets, ignore_index=IGNORE_INDEX, reduction="mean"):
+    """loss = mean (or sum) over non-ignored rows of lse - target_logit. Returns (loss, row_loss):
+    a 0-dim fp32 tensor and the per-row losses [M] (0 for ignored rows). Every row ignored: loss 0."""
+    return torch.ops.coda.cross_entropy(lse, target_logit, targets, ignore_index, reduction)
+
+
+@torch.library.custom_op("coda::cross_entropy_grad_", mutates_args=("logits",))
+def _cross_entropy_grad_(
+    lse: Tensor, target_logit: Tensor, targets: Tensor, logits: Tensor, ignore_index: int, reduction: str,
+    dloss: float
+) -> tuple[Tensor, Tensor]:
+    device = _device_of(lse=lse, target_logit=target_logit, targets=targets, logits=logits)
+    loss, row_loss = _loss_outputs(lse.shape[0], device)
+    lg = _desc(logits, "logits")
+    _run(lib.coda_cross_entropy, device, _desc(lse, "lse"), _desc(target_logit, "target_logit"),
+         _desc(targets, "targets"), ignore_index, _reduction(reduction), _desc(loss, "loss_out"),
+         _desc(row_loss, "row_loss_out"), lg, lg, dloss)
+    return loss, row_loss
+
+
+@_cross_entropy_grad_.register_fake
+def _(lse, target_logit, targets, logits, ignore_index, reduction, dloss):
+    return _loss_outputs(lse.shape[0], lse.device)
+
+
+def cross_entropy_grad_(lse, target_logit, targets, logits, ignore_index=IGNORE_INDEX, reduction="mean", dloss=1.0):
+    """cross_entropy, and the logits overwritten in place by dlogits = (softmax - onehot) * dloss
+    (/ count for the mean). Returns (loss, row_loss)."""
+    return torch.ops.coda.cross_entropy_grad_(lse, target_logit, targets, logits, ignore_index, reduction, dloss)
+
+
+@torch.library.custom_op("coda::lm_head_loss", mutates_args=())
+def _lm_head_loss(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], targets: Tensor, ignore_index: int, reduction: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    device = _device_of(a=a, b=b, rstd=rstd, targets=targets)
+    m, v = a.shape[0], b.shape[0]
+    loss, row_loss = _loss_outputs(m, device)
+    lse = _vec(m, device)
+    nbytes = lib.coda_lm_head_loss_workspace_bytes(m, v)
+    workspace = torch.empty((max(nbytes, 1),), dtype=torch.uint8, device=device)
+    _run(lib.coda_lm_head_loss, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"), _desc(targets, "targets"),
+         ignore_index, _reduction(reduction), _desc(loss, "loss_out"), _desc(row_loss, "row_loss_out"),
+         _desc(lse, "lse_out"), workspace.data_ptr(), nbytes)
+    return loss, row_loss, lse
+
+
+@_lm_head_loss.register_fake
+def _(a, b, rstd, targets, ignore_index, reduction):
+    loss, row_loss = _loss_outputs(a.shape[0], a.device)
+    return loss, row_loss, _vec(a.shape[0], a.device)
+
+
+def lm_head_loss(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction="mean"):
+    """The logits-free LM-head loss forward: cross-entropy of (rstd *) a b^T against targets
+    without an [M, V] tensor. Returns (loss, row_loss, lse); lse [M] is what a backward needs."""
+    return torch.ops.coda.lm_head_loss(a, b, rstd, targets, ignore_index, reduction)
+
+
+# ---- weight-layout helpers --------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("coda::interleave_gate_up", mutates_args=())
+def _interleave_gate_up(gate: Tensor, up: Tensor) -> Tensor:
+    device = _device_of(gate=gate, up=up)
+    out = torch.empty((2 * gate.shape[0], gate.shape[1]), dtype=gate.dtype, device=device)
+    _run(lib.coda_interleave_gate_up, device, _desc(gate, "gate"), _desc(up, "up"), _desc(out, "out"))
+    return out
+
+
+@_interleave_gate_up.register_fake
+def _(gate, up):
+    return torch.empty((2 * gate.shape[0], gate.shape[1]), dtype=gate.dtype, device=gate.device)
+
+
+def interleave_gate_up(gate, up):
+    """[2F, K] rows gate[0], up[0], gate[1], ...: the weight gemm_swiglu expects."""
+    return torch.ops.coda.interleave_gate_up(gate, up)
+
+
+@torch.library.custom_op("coda::permute_rotate_half_to_interleaved", mutates_args=())
+def _permute_rotate_half_to_interleaved(w: Tensor, heads_q: int, heads_kv: int, head_dim: int) -> Tensor:
+    out = torch.empty(tuple(w.shape), dtype=w.dtype, device=w.device)
+    _run(lib.coda_permute_rotate_half_to_interleaved, w.device, _desc(w, "w"), _heads(heads_q, heads_kv, head_dim),
+         _desc(out, "out"))
+    return out
+
+
+@_permute_rotate_half_to_interleaved.register_fake
+def _(w, heads_q, heads_kv, head_dim):
+    return torch.empty(tuple(w.shape), dtype=w.dtype, device=w.device)
+
+
+def permute_rotate_half_to_interleaved(w, heads):
+    """A fused [N3, K] q/k/v weight with Hugging Face rotate-half q/k rows -> coda's interleaved
+    pairs (2i, 2i + 1); v rows copied. heads = (hq, hkv, hd)."""
+    return torch.ops.coda.permute_rotate_half_to_interleaved(w, *heads)
+
+
+# ---- host helpers -----------------------------------------------------------------------------------------
+
+
+def rope_frequencies(head_dim, base=500000.0, factor=0.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                     original_max_position=8192.0, device=None):
+    """Per-pair RoPE frequencies in turns per position (fp32 [head_dim / 2]), with the Llama-3.1
+    scaling when factor > 0: what gemm_rope and qknorm_rope take as freqs."""
+    out = (ctypes.c_float * max(head_dim // 2, 1))()
+    check(lib.coda_rope_frequencies(out, head_dim, base, factor, low_freq_factor, high_freq_factor,
+                                    original_max_position))
+    return torch.tensor(list(out)[: head_dim // 2], dtype=torch.float32, device=device)
