@@ -20,23 +20,11 @@
 #include "coda/ref/emulator.hpp"
 #include "cpu/capi_ops.hpp"
 #include "cpu/util.hpp"
+#include "common/op_prelude.hpp"
 
 namespace coda {
 namespace {
 
-using ref::Mat;
-using ref::Vec;
-using test::output;
-using test::random_tensor;
-using test::rounded;
-using test::within_rule;
-
-constexpr DType kBF16 = DType::kBF16;
-constexpr DType kFP32 = DType::kFP32;
-
-struct Shape {
-  int64_t m, n, k;
-};
 const std::vector<Shape> kShapes = {{1, 8, 8}, {7, 72, 24}, {129, 40, 72}, {33, 264, 16}};
 const std::vector<emu::EmuConfig> kGrains = {{CODA_PARTIAL_ROWS, CODA_PARTIAL_COLS}};
 const std::vector<emu::EmuConfig> kQkGrains = kGrains;

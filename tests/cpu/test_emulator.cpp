@@ -11,24 +11,12 @@
 #include "coda/ops.hpp"
 #include "coda/ref/emulator.hpp"
 #include "util.hpp"
+#include "common/op_prelude.hpp"
 
 namespace coda {
 namespace {
 
-using ref::Mat;
-using ref::Vec;
-using test::output;
-using test::random_tensor;
-using test::rounded;
-using test::within_rule;
-
-constexpr DType kBF16 = DType::kBF16;
-constexpr DType kFP32 = DType::kFP32;
-
 // Shapes: (M, N, K), tiny, non-multiples of 64/128 and a multi-tile one.
-struct Shape {
-  int64_t m, n, k;
-};
 const std::vector<Shape> kShapes = {{1, 8, 8}, {7, 72, 24}, {129, 40, 72}, {33, 264, 16}};
 const std::vector<emu::EmuConfig> kGrains = {{128, 256}, {16, 32}, {3, 8}};
 

@@ -24,23 +24,11 @@
 #include "coda/ref/emulator.hpp"
 #include "cpu/util.hpp"
 #include "gpu/gpu_ops.hpp"
+#include "common/op_prelude.hpp"
 
 namespace coda {
 namespace {
 
-using ref::Mat;
-using ref::Vec;
-using test::output;
-using test::random_tensor;
-using test::rounded;
-using test::within_rule;
-
-constexpr DType kBF16 = DType::kBF16;
-constexpr DType kFP32 = DType::kFP32;
-
-struct Shape {
-  int64_t m, n, k;
-};
 // The emulator's shapes plus multi-tile ones with ragged edges in M, N and K.
 const std::vector<Shape> kShapes = {{1, 8, 8}, {7, 72, 24}, {129, 40, 72}, {33, 264, 16}, {300, 520, 200},
                                     {1000, 1032, 264}};
