@@ -103,14 +103,23 @@ struct TileRingBarriers<0> {};
 
 // ---- element access by runtime dtype --------------------------------------------------------------
 
-CUTE_DEVICE float load_as_float(const void* p, int64_t i, int dtype) {
+// An entry's raw bits (16-bit dtypes zero-extended) and their value: split so that a tile's row and
+// column operands load together and convert after the mainloop (NOTES: converting each value right
+// after its load made the warp wait out one global-load latency per operand group, four or five in a
+// row per tile, in front of the mainloop; bench/NOTES.md step n).
+CUTE_DEVICE uint32_t load_bits(const void* p, int64_t i, int dtype) {
+  const bool wide = dtype == kDtFP32 || dtype == kDtInt32;
+  return wide ? __ldg(static_cast<const uint32_t*>(p) + i) : __ldg(static_cast<const unsigned short*>(p) + i);
+}
+CUTE_DEVICE float bits_to_float(uint32_t bits, int dtype) {
   switch (dtype) {
-    case kDtBF16: return bf16_bits_to_float(__ldg(static_cast<const unsigned short*>(p) + i));
-    case kDtFP16: return fp16_bits_to_float(__ldg(static_cast<const unsigned short*>(p) + i));
-    case kDtFP32: return __ldg(static_cast<const float*>(p) + i);
-    default: return static_cast<float>(__ldg(static_cast<const int*>(p) + i));
+    case kDtBF16: return bf16_bits_to_float(static_cast<unsigned short>(bits));
+    case kDtFP16: return fp16_bits_to_float(static_cast<unsigned short>(bits));
+    case kDtFP32: return __uint_as_float(bits);
+    default: return static_cast<float>(static_cast<int>(bits));
   }
 }
+CUTE_DEVICE float load_as_float(const void* p, int64_t i, int dtype) { return bits_to_float(load_bits(p, i, dtype), dtype); }
 
 // ---- the tile scheduler ---------------------------------------------------------------------------
 
@@ -290,7 +299,8 @@ struct Sm90Gemm {
 
   // ---- per-tile state ---------------------------------------------------------------------------
   // Row operands of the thread's rows, read once per tile before its mainloop (the loads are in
-  // flight while the tensor cores run); [slot][row block][half].
+  // flight while the tensor cores run); [slot][row block][half]. v and col hold the raw bits
+  // (load_bits) until convert_tile_operands, after the mainloop.
   struct TileRows {
     float v[kEpiSlots][kMmaM][2];
     int i[kEpiSlots][kMmaM][2];
@@ -586,7 +596,7 @@ struct Sm90Gemm {
         const bool in = m < p.m;
         CUTE_UNROLL
         for (int i = 0; i < kEpiSlots; ++i) {
-          tr.v[i][mi][b] = p.epi.rows[i].ptr && in ? load_as_float(p.epi.rows[i].ptr, m, p.epi.rows[i].dtype) : 0.0f;
+          tr.v[i][mi][b] = __uint_as_float(p.epi.rows[i].ptr && in ? load_bits(p.epi.rows[i].ptr, m, p.epi.rows[i].dtype) : 0u);
           tr.i[i][mi][b] = p.epi.row_ints[i].ptr && in ? __ldg(static_cast<const int*>(p.epi.row_ints[i].ptr) + m) : 0;
         }
       }
@@ -598,8 +608,24 @@ struct Sm90Gemm {
       CUTE_UNROLL
       for (int k = 0; k < kColsPerThread; ++k) {
         const int n = tile_n * kTileN + t + 128 * k;
-        tr.col[i][k] = c.ptr && n < p.n ? load_as_float(c.ptr, epi::col_entry(n, c.period, c.step), c.dtype) : 0.0f;
+        tr.col[i][k] = __uint_as_float(c.ptr && n < p.n ? load_bits(c.ptr, epi::col_entry(n, c.period, c.step), c.dtype) : 0u);
       }
+    }
+  }
+  // The loaded bits to values (zero bits read 0 in every dtype), once per tile after the mainloop.
+  CUTE_DEVICE static void convert_tile_operands(const Params& p, TileRows& tr) {
+    CUTE_UNROLL
+    for (int i = 0; i < kEpiSlots; ++i) {
+      CUTE_UNROLL
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        CUTE_UNROLL
+        for (int b = 0; b < 2; ++b) tr.v[i][mi][b] = bits_to_float(__float_as_uint(tr.v[i][mi][b]), p.epi.rows[i].dtype);
+      }
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < kColVecs; ++i) {
+      CUTE_UNROLL
+      for (int k = 0; k < kColsPerThread; ++k) tr.col[i][k] = bits_to_float(__float_as_uint(tr.col[i][k]), p.epi.cols[i].dtype);
     }
   }
 
@@ -1030,6 +1056,7 @@ struct Sm90Gemm {
           clear(accum);
         }
         trace.mark(kTrMma);
+        if (run_epilogue) convert_tile_operands(p, tr);  // before the wait: off the epilogues' chain
         order.wait();
         trace.mark(kTrOrderEpi);
         if (run_epilogue) {
