@@ -46,29 +46,42 @@ CODA_HD void swiglu_backward(float g, float u, float dout, float* dg, float* du)
 // radians (0.008 rad at pos 131072). Written without branches (selects and 32-bit funnel shifts):
 // the GPU fills 16 angles at a time, and with a branch per case each angle waited for the last
 // (~400 cycles apiece on an H200). fp64 (one exact product, one rounding to integer) measured slower.
-CODA_HD float rope_turns(uint32_t pos, float f_turns) {
+// The frequency's part (RopeFreq) is decoded once per frequency: the GPU's table fill reuses it for
+// both rows of a pair slot, half of the per-angle work (bench/NOTES.md, step p).
+struct RopeFreq {
+  uint32_t mant;  // f = mant * 2^-s
+  int s, k, kk;   // k: left shift that drops the whole turns (0 when s >= 64); kk = k mod 32
+  float scale;    // 2^-64 * 2^-(s - 64) for s > 64
+};
+CODA_HD RopeFreq rope_freq(float f_turns) {
   const uint32_t b = float_bits(f_turns) & 0x7fffffffu;
   const uint32_t e = b >> 23;
-  const uint32_t mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-  const int s = 150 - static_cast<int>(e != 0 ? e : 1u);  // f = mant * 2^-s
-  const uint64_t prod = static_cast<uint64_t>(pos) * mant;
+  RopeFreq d;
+  d.mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
+  d.s = 150 - static_cast<int>(e != 0 ? e : 1u);
   // s < 64: the whole turns shift out of a = prod << (64 - s); s >= 64: prod is all fraction, a =
   // prod. Then t = a * 2^-64 * 2^-(s - 64): power-of-two scalings of one rounding.
-  const int k = s < 64 ? 64 - s : 0, kk = k & 31;
+  d.k = d.s < 64 ? 64 - d.s : 0;
+  d.kk = d.k & 31;
+  const int x = d.s > 64 ? d.s - 64 : 0;  // at most 85: 2^-x is a normal float
+  d.scale = bits_float(static_cast<uint32_t>(127 - x) << 23) * 5.42101086242752217e-20f;  // exact: powers of two
+  return d;
+}
+CODA_HD float rope_turns(uint32_t pos, const RopeFreq& d) {
+  const uint64_t prod = static_cast<uint64_t>(pos) * d.mant;
   const uint32_t lo = static_cast<uint32_t>(prod), hi = static_cast<uint32_t>(prod >> 32);
 #if CODA_DEVICE_CODE
-  const uint32_t hi_k = __funnelshift_l(lo, hi, kk);
+  const uint32_t hi_k = __funnelshift_l(lo, hi, d.kk);
 #else
-  const uint32_t hi_k = kk ? (hi << kk) | (lo >> (32 - kk)) : hi;
+  const uint32_t hi_k = d.kk ? (hi << d.kk) | (lo >> (32 - d.kk)) : hi;
 #endif
-  const uint32_t lo_k = lo << kk;
-  const uint64_t a = k >= 32 ? static_cast<uint64_t>(lo_k) << 32 : (static_cast<uint64_t>(hi_k) << 32) | lo_k;
-  const int x = s > 64 ? s - 64 : 0;  // at most 85: 2^-x is a normal float
-  const float scale = bits_float(static_cast<uint32_t>(127 - x) << 23);
-  float t = static_cast<float>(a) * 5.42101086242752217e-20f * scale;  // 2^-64
+  const uint32_t lo_k = lo << d.kk;
+  const uint64_t a = d.k >= 32 ? static_cast<uint64_t>(lo_k) << 32 : (static_cast<uint64_t>(hi_k) << 32) | lo_k;
+  float t = static_cast<float>(a) * d.scale;
   t = t >= 0.5f ? t - 1.0f : t;
-  return s <= 0 ? 0.0f : t;  // s <= 0: f is a whole number of turns
+  return d.s <= 0 ? 0.0f : t;  // s <= 0: f is a whole number of turns
 }
+CODA_HD float rope_turns(uint32_t pos, float f_turns) { return rope_turns(pos, rope_freq(f_turns)); }
 
 CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns(pos, f_turns), s, c);
@@ -76,10 +89,11 @@ CODA_HD void rope_sincos(uint32_t pos, float f_turns, float* s, float* c) {
 
 // The rotation of a row at position pos (RoPE): a negative position poisons the row (a NaN angle,
 // so NaN sin and cos) instead of rotating silently.
-CODA_HD float rope_turns_at(int pos, float f_turns) {
-  const float t = rope_turns(static_cast<uint32_t>(pos), f_turns);  // computed either way: no branch
+CODA_HD float rope_turns_at(int pos, const RopeFreq& d) {
+  const float t = rope_turns(static_cast<uint32_t>(pos), d);  // computed either way: no branch
   return pos < 0 ? NAN : t;
 }
+CODA_HD float rope_turns_at(int pos, float f_turns) { return rope_turns_at(pos, rope_freq(f_turns)); }
 CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns_at(pos, f_turns), s, c);
 }

@@ -451,17 +451,23 @@ struct Sm90Gemm {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
       epi::sincos_turns(acc.rot_t[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
     }
+    // Pair slot j = 2 jj + b: frequency jj (decoded once, for both rows), row b.
     CUTE_DEVICE void fill_rotation() const {
       const int pos = p.epi.rotation_pos, freq = p.epi.rotation_freq;
+      int ps[2] = {0, 0};
       CUTE_UNROLL
-      for (int j = 0; j < 16; ++j) {
-        int ps = 0;
+      for (int b = 0; b < 2; ++b) {
+        CUTE_UNROLL
+        for (int i = 0; i < kEpiSlots; ++i) ps[b] = i == pos ? rowi[i][b] : ps[b];  // selects: slots stay registers
+      }
+      CUTE_UNROLL
+      for (int jj = 0; jj < 8; ++jj) {
         float fr = 0.0f;
         CUTE_UNROLL
-        for (int i = 0; i < kEpiSlots; ++i) ps = i == pos ? rowi[i][j & 1] : ps;  // selects: slots stay registers
+        for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * jj] : fr;
+        const epi::RopeFreq d = epi::rope_freq(fr);
         CUTE_UNROLL
-        for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * (j >> 1)] : fr;
-        acc.rot_t[j] = epi::rope_turns_at(ps, fr);
+        for (int b = 0; b < 2; ++b) acc.rot_t[2 * jj + b] = epi::rope_turns_at(ps[b], d);
       }
     }
   };
