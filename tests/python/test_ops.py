@@ -14,22 +14,9 @@ import torch
 
 import coda
 
-BF16 = torch.bfloat16
-F64 = torch.float64
-
+from common import BF16, F64, assert_rule, positive, randn, rel_error, rounded
 
 # ---- helpers ----------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def gen():
-    seed = int(os.environ.get("CODA_TEST_SEED", torch.seed() % (1 << 31)))
-    print(f"seed {seed} (replay with CODA_TEST_SEED)")
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(gen, *shape, sd=1.0, dtype=BF16):
-    return (torch.randn(*shape, generator=gen, dtype=torch.float32) * sd).to(dtype)
-
 
 def padded(t):
     """A copy of a 2-D tensor whose rows start on 16-byte boundaries (what coda asks of tile
@@ -39,27 +26,6 @@ def padded(t):
     out = torch.zeros(t.shape[0], ld, dtype=t.dtype)[:, :t.shape[1]]
     out.copy_(t)
     return out
-
-
-def positive(gen, n):
-    return (torch.rand(n, generator=gen) + 0.5).to(torch.float32)
-
-
-def rounded(t, dtype=BF16):
-    """What an unfused graph stores: the value rounded to its storage dtype (back in float64)."""
-    return t.to(dtype).to(F64)
-
-
-def rel_error(got, want):
-    got, want = got.to(F64), want.to(F64)
-    return ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
-
-
-def assert_rule(name, got, want, unfused, eps=1e-4):
-    """design.md 7: the fused result's error against float64 is at most 2x the unfused bf16
-    pipeline's on the same inputs, plus eps."""
-    fused, base = rel_error(got, want), rel_error(unfused, want)
-    assert fused <= 2 * base + eps, f"{name}: fused rel. error {fused} > 2 x unfused ({base}) + {eps}"
 
 
 def swiglu64(z):

@@ -1,0 +1,479 @@
+"""coda's fused operators with autograd: torch.autograd.Functions behind plain functions.
+
+    x1, h1, r1 = coda.residual_rmsnorm(y0, w_o, norm_w, residual=x0)      # x1 = y0 Wo^T + x0
+    o = coda.rmsnorm_swiglu(h1, w_gate_up, r1)                           # SwiGLU(RMSNorm(x1) Wgu^T)
+    loss = coda.lm_head_cross_entropy(h, w_vocab, targets, rstd=r)        # no [M, V] tensor kept but one
+
+The RMSNorm is split as in coda-math.md 5.1: the GEMM that produces x returns (x, h = x * w,
+rstd), and the consuming GEMM takes (h, rstd) and scales its rows by rstd in its epilogue, so
+RMSNorm(x) is never written. Gradients flow into every tensor input that requires them: activations,
+weights, norm weights and the residual; rstd is a differentiable output like any other.
+
+Backward passes are *composed* today: the GEMMs (dX = dZ W, dW = dZ^T Y) run through coda.gemm
+(coda's GEMM on CUDA, its emulator on CPU, transposes through strides), the elementwise math
+(SwiGLU', inverse RoPE, the RMSNorm backward of coda-math.md 5.2 with its ZdZ row dot) in torch.
+They will move to coda's fused backward epilogues (5.2-5.5) when those kernels exist; the formulas
+and what each Function saves stay as they are.
+
+Dtypes: activations and weights bfloat16 or float16 (one of them per call), norm weights bf16/fp16/
+fp32, rstd fp32. Under torch.autocast, float32 activations and weights are cast to the autocast
+dtype. float64 tensors run the *reference path*: the same Functions and the same backward code with
+the forward math and the GEMMs in torch float64 instead of coda's kernels; it exists so that
+torch.autograd.gradcheck can check the backward formulas (tests/python/test_functional.py).
+Tensors are 2-D [tokens, features]: flatten batch and sequence first.
+"""
+
+import math
+
+import torch
+
+from . import ops
+from ._lib import IGNORE_INDEX
+
+__all__ = [
+    "residual_rmsnorm",
+    "rmsnorm_swiglu",
+    "rmsnorm_qkv_rope",
+    "lm_head_cross_entropy",
+    "llama3_block",
+    "rmsnorm_split",
+]
+
+_GEMM_DTYPES = (torch.bfloat16, torch.float16)
+F64 = torch.float64
+
+
+# ---- arguments ----------------------------------------------------------------------------------------------
+
+def _prepare(fn, tensors, gemm_names, matrix_names=()):
+    """Validate a call's tensors (a dict name -> tensor or None, in argument order) and apply
+    autocast: the GEMM operands (gemm_names) must share one dtype, bf16/fp16 (float32 is cast to
+    the autocast dtype inside torch.autocast), or all be float64 (the reference path). Returns the
+    tensors in order."""
+    first = next(t for t in tensors.values() if t is not None)
+    device = first.device.type
+    cast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    out = {}
+    for name, t in tensors.items():
+        if t is not None and (name in gemm_names or name in matrix_names) and t.dim() != 2:
+            raise ValueError(f"coda.{fn}: argument '{name}' must be 2-D [rows, columns], got shape "
+                             f"{tuple(t.shape)} (flatten batch and sequence first)")
+        if t is not None and name in gemm_names and t.dtype == torch.float32 and cast is not None:
+            t = t.to(cast)
+        out[name] = t
+    dtypes = {out[n].dtype for n in gemm_names if out[n] is not None}
+    if len(dtypes) > 1 or not (dtypes <= set(_GEMM_DTYPES) or dtypes == {F64}):
+        got = ", ".join(f"'{n}' {out[n].dtype}" for n in gemm_names if out[n] is not None)
+        raise ValueError(f"coda.{fn}: arguments {got}: coda's GEMMs take bfloat16 or float16 operands of one "
+                         f"dtype (float32 ones inside torch.autocast; float64 runs the torch reference path)")
+    return tuple(out.values())
+
+
+def _check_k(fn, a_name, a, w_name, w):
+    if a.shape[1] != w.shape[1]:
+        raise ValueError(f"coda.{fn}: argument '{w_name}' must be [N, K] with K = {a.shape[1]} (the columns of "
+                         f"'{a_name}'), got {tuple(w.shape)}")
+
+
+def _check_vec(fn, name, t, n):
+    if t is not None and tuple(t.shape) != (n,):
+        raise ValueError(f"coda.{fn}: argument '{name}' must have shape ({n},), got {tuple(t.shape)}")
+
+
+def _check_heads(fn, w, heads, freqs):
+    hq, hkv, hd = heads
+    if hd <= 0 or hd % 2 or hq <= 0 or hkv <= 0:
+        raise ValueError(f"coda.{fn}: argument 'heads' must be (heads_q > 0, heads_kv > 0, even head_dim), "
+                         f"got {tuple(heads)}")
+    if w.shape[0] != (hq + 2 * hkv) * hd:
+        raise ValueError(f"coda.{fn}: argument 'qkv_weight' must have (heads_q + 2 heads_kv) head_dim = "
+                         f"{(hq + 2 * hkv) * hd} rows for heads {tuple(heads)}, got {w.shape[0]}")
+    _check_vec(fn, "freqs", freqs, hd // 2)
+
+
+# ---- composed building blocks (shared by every backward) -----------------------------------------------------
+
+def _acc(dtype):
+    """The dtype elementwise math runs in: fp32 for the coda path, float64 for the reference path."""
+    return F64 if dtype == F64 else torch.float32
+
+
+def _operand(t):
+    """t as a coda GEMM operand: one unit stride and a 16-byte-multiple leading stride (a padded
+    copy otherwise)."""
+    per16 = 16 // t.element_size()
+    for unit, lead in ((1, 0), (0, 1)):
+        if (t.stride(unit) == 1 or t.shape[unit] == 1) and t.stride(lead) % per16 == 0 and t.data_ptr() % 16 == 0:
+            return t
+    out = ops._rows(t.shape[0], t.shape[1], t.dtype, t.device)
+    return out.copy_(t)
+
+
+def _mm(a, b, out_dtype=None):
+    """a b^T with fp32 accumulation: coda.gemm (the forward, dgrad and wgrad forms through strides;
+    an M-major a needs an N-major b), torch.matmul on the float64 reference path."""
+    if a.dtype == F64:
+        return a @ b.t()
+    a, b = _operand(a), _operand(b)
+    if a.stride(1) != 1 and a.shape[1] != 1 and b.stride(1) == 1:  # (M-major a, K-major b): not compiled
+        a = _operand(a.contiguous())
+    return ops.gemm(a, b, out_dtype=out_dtype)
+
+
+def _scaled_backward(dz, h, r, w, need_w, scale=None):
+    """Backward of z = diag(r) (h w^T) (r optional; times `scale`, a 0-dim tensor, when given):
+    G = dz w; dh = r G, dr = rowsum(G h) (the ZdZ row dot of coda-math.md 5.2, divided by r),
+    dw = dz^T (r h), with r h = RMSNorm(x) recomputed from h. Returns (dh, dw, dr): the order of
+    the consumers' arguments (h, weight, rstd)."""
+    dt, acc = h.dtype, _acc(h.dtype)
+    g = _mm(dz, w.t(), out_dtype=acc)
+    if scale is not None:
+        g = g * scale
+    rs = None if r is None else r.to(acc)[:, None]
+    dh = (g if rs is None else g * rs).to(dt)
+    if scale is not None:
+        rs = scale if rs is None else rs * scale
+    dr = None if r is None else (g * h.to(acc)).sum(1).to(r.dtype)
+    y = h if rs is None else (h.to(acc) * rs).to(dt)
+    dw = _mm(dz.t(), y.t(), out_dtype=w.dtype) if need_w else None
+    return dh, dw, dr
+
+
+def _norm_backward(x, norm_weight, r, dx, dh, dr):
+    """Backward of (x, h = x * w, r = rsqrt(mean(x^2) + eps)) to x and w, in the accumulation dtype:
+    dx_total = dx + dh w - x r^3 dr / d (coda-math.md 5.2 once dh = r G and dr = rowsum(G h));
+    dw = sum over rows of dh x. Returns (dx_total, dw)."""
+    acc = _acc(x.dtype)
+    xa = x.to(acc)
+    g = torch.zeros_like(xa) if dx is None else dx.to(acc)
+    dw = None
+    if dh is not None:
+        dha = dh.to(acc)
+        g = g + dha * norm_weight.to(acc)
+        dw = (dha * xa).sum(0).to(norm_weight.dtype)
+    if dr is not None:
+        g = g - xa * (dr.to(acc) * r.to(acc).pow(3) / x.shape[1])[:, None]
+    return g, dw
+
+
+def _linear_backward(g, a, w, need_a, need_w):
+    """Backward of x = a w^T (+ residual) given dx = g: (da = g w, dw = g^T a, g for the residual)."""
+    gx = g.to(a.dtype)
+    da = _mm(gx, w.t(), out_dtype=a.dtype) if need_a else None
+    dw = _mm(gx.t(), a.t(), out_dtype=w.dtype) if need_w else None
+    return da, dw, gx
+
+
+def _swiglu(z):
+    acc = _acc(z.dtype)
+    g, u = z[:, 0::2].to(acc), z[:, 1::2].to(acc)
+    return g, u, torch.sigmoid(g)
+
+
+def _swiglu_backward(do, z):
+    """dg = do u s (1 + g (1 - s)), du = do silu(g) (coda-math.md 5.3), interleaved like z."""
+    g, u, s = _swiglu(z)
+    do = do.to(g.dtype)
+    dz = torch.stack((do * u * s * (1 + g * (1 - s)), do * g * s), dim=2)
+    return dz.reshape(z.shape).to(z.dtype)
+
+
+def _rope(t, positions, freqs, heads, inverse=False):
+    """RoPE by +theta (or -theta) on the interleaved pairs of the q and k heads of t [M, N3]; v
+    columns unchanged (coda-math.md 5.4). theta = 2 pi frac(pos * freq) with the product in float64."""
+    hq, hkv, hd = heads
+    m, rc, acc = t.shape[0], (hq + hkv) * hd, _acc(t.dtype)
+    turns = positions.to(F64)[:, None] * freqs.to(F64)[None, :]
+    theta = 2 * math.pi * (turns - torch.floor(turns))
+    c, s = torch.cos(theta).to(acc)[:, None, :], torch.sin(theta).to(acc)[:, None, :]
+    if inverse:
+        s = -s
+    pairs = t[:, :rc].to(acc).reshape(m, hq + hkv, hd // 2, 2)
+    xe, xo = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack((xe * c - xo * s, xe * s + xo * c), dim=3).reshape(m, rc)
+    return torch.cat((rotated, t[:, rc:].to(acc)), dim=1).to(t.dtype)
+
+
+# ---- forward kernels (coda) and their float64 reference ----------------------------------------------------
+
+def _residual_rmsnorm_fwd(a, w, norm_weight, residual, eps):
+    if a.dtype == F64:
+        x = a @ w.t() + (0 if residual is None else residual)
+        return x, x * norm_weight.to(F64), torch.rsqrt(x.pow(2).mean(1) + eps)
+    x, h, p = ops.gemm_residual_rmsnorm_partial(a, w, norm_weight, residual=residual)
+    return x, h, ops.rms_finish(p, w.shape[0], eps)
+
+
+def _scaled(h, w, r):
+    z = h @ w.t()
+    return z if r is None else z * r[:, None]
+
+
+def _swiglu_fwd(h, w, r):
+    if h.dtype == F64:
+        z = _scaled(h, w, r)
+        g, u, s = _swiglu(z)
+        return z, g * s * u
+    return ops.gemm_swiglu(h, w, rstd=r, save_z=True)
+
+
+def _qkv_rope_fwd(h, w, r, positions, freqs, heads):
+    if h.dtype == F64:
+        return _rope(_scaled(h, w, r), positions, freqs, heads)
+    return ops.gemm_rope(h, w, positions, freqs, heads, rstd=r)
+
+
+def _ce_mask(targets, ignore_index, reduction):
+    keep = targets != ignore_index
+    count = keep.sum().clamp_min(1) if reduction == "mean" else torch.ones((), device=targets.device)
+    return keep, count
+
+
+def _lm_head_fwd(h, w, r, targets, ignore_index, reduction):
+    """(loss, logits, lse, target_logit); the coda path keeps the logits [M, V] in h's dtype."""
+    if h.dtype == F64:
+        logits = _scaled(h, w, r)
+        keep, count = _ce_mask(targets, ignore_index, reduction)
+        lse = torch.logsumexp(logits, dim=1)
+        tl = logits.gather(1, torch.where(keep, targets, 0).long()[:, None])[:, 0]
+        return torch.where(keep, lse - tl, 0).sum() / count, logits, lse, tl
+    logits, partials, tl = ops.gemm_lse(h, w, targets, rstd=r, ignore_index=ignore_index, save_logits=True)
+    lse = ops.lse_finish(partials)
+    loss, _ = ops.cross_entropy(lse, tl, targets, ignore_index=ignore_index, reduction=reduction)
+    return loss, logits, lse, tl
+
+
+def _lm_head_dlogits_(logits, lse, tl, targets, ignore_index, reduction):
+    """dlogits = (softmax - onehot) (/ count for the mean), written over the logits: coda's
+    cross_entropy_grad_ (dloss 1: the caller folds dloss into the [M, K] side); float64 in torch."""
+    if logits.dtype == F64:
+        keep, count = _ce_mask(targets, ignore_index, reduction)
+        dl = torch.softmax(logits, dim=1)
+        dl[torch.arange(len(targets)), torch.where(keep, targets, 0).long()] -= 1
+        return dl * (keep[:, None] / count)
+    ops.cross_entropy_grad_(lse, tl, targets, logits, ignore_index=ignore_index, reduction=reduction, dloss=1.0)
+    return logits
+
+
+# ---- the Functions ------------------------------------------------------------------------------------------
+
+class _ResidualRMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, w, norm_weight, residual, eps):
+        x, h, r = _residual_rmsnorm_fwd(a, w, norm_weight, residual, eps)
+        ctx.save_for_backward(a, w, norm_weight, x, r)
+        ctx.set_materialize_grads(False)
+        return x, h, r
+
+    @staticmethod
+    def backward(ctx, dx, dh, dr):
+        a, w, norm_weight, x, r = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        g, dnw = _norm_backward(x, norm_weight, r, dx, dh, dr)
+        da, dw, dres = _linear_backward(g, a, w, need[0], need[1])
+        return da, dw, dnw if need[2] else None, dres if need[3] else None, None
+
+
+class _RMSNormSwiGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w, r):
+        z, o = _swiglu_fwd(h, w, r)
+        ctx.save_for_backward(h, w, r, z)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        h, w, r, z = ctx.saved_tensors
+        return _scaled_backward(_swiglu_backward(do, z), h, r, w, ctx.needs_input_grad[1])
+
+
+class _RMSNormQKVRoPE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w, r, positions, freqs, heads):
+        qkv = _qkv_rope_fwd(h, w, r, positions, freqs, heads)
+        ctx.save_for_backward(h, w, r, positions, freqs)
+        ctx.heads = heads
+        return qkv
+
+    @staticmethod
+    def backward(ctx, dqkv):
+        h, w, r, positions, freqs = ctx.saved_tensors
+        dz = _rope(dqkv, positions, freqs, ctx.heads, inverse=True)
+        return (*_scaled_backward(dz, h, r, w, ctx.needs_input_grad[1]), None, None, None)
+
+
+class _LMHeadCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w, r, targets, ignore_index, reduction):
+        loss, logits, lse, tl = _lm_head_fwd(h, w, r, targets, ignore_index, reduction)
+        ctx.save_for_backward(h, w, r, logits, lse, tl, targets)
+        ctx.args, ctx.spent = (ignore_index, reduction), False
+        return loss
+
+    @staticmethod
+    def backward(ctx, dloss):
+        if ctx.spent:
+            raise RuntimeError("coda.lm_head_cross_entropy: backward ran twice through one forward; the first "
+                               "overwrote the saved logits with dlogits in place (retain_graph=True is not "
+                               "supported: run the forward again)")
+        h, w, r, logits, lse, tl, targets = ctx.saved_tensors
+        ctx.spent = logits.dtype != F64  # the float64 reference path writes a new dlogits tensor
+        dl = _lm_head_dlogits_(logits, lse, tl, targets, *ctx.args)
+        return (*_scaled_backward(dl, h, r, w, ctx.needs_input_grad[1], scale=dloss.to(_acc(h.dtype))),
+                None, None, None)
+
+
+class _Llama3Block(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y0, x0, w0, w1, w2, w3, wn0, wn1, positions, freqs, heads, eps):
+        x1, h1, r1 = _residual_rmsnorm_fwd(y0, w0, wn0, x0, eps)
+        z1, y1 = _swiglu_fwd(h1, w1, r1)
+        x2, h2, r2 = _residual_rmsnorm_fwd(y1, w2, wn1, x1, eps)
+        qkv = _qkv_rope_fwd(h2, w3, r2, positions, freqs, heads)
+        # coda-math.md 6: y0, x1, x2, r1, r2, z1, qkv (qkv: the caller's attention keeps it anyway;
+        # the composed backward does not read it), weights, positions. Not h1, h2, y1.
+        ctx.save_for_backward(y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs)
+        ctx.heads = heads
+        ctx.set_materialize_grads(False)
+        return x2, qkv
+
+    @staticmethod
+    def backward(ctx, dx2, dqkv):
+        y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dt = y0.dtype
+        dw3 = dwn1 = None
+        g2 = dx2
+        if dqkv is not None:  # 1-3: RoPE backward, the rmsnorm-backward epilogue of dz2 w3, dw3 = dz2^T n2
+            dz2 = _rope(dqkv, positions, freqs, ctx.heads, inverse=True)
+            h2 = (x2.to(_acc(dt)) * wn1.to(_acc(dt))).to(dt)
+            dh2, dw3, dr2 = _scaled_backward(dz2, h2, r2, w3, need[5])
+            g2, dwn1 = _norm_backward(x2, wn1, r2, dx2, dh2, dr2)
+        if g2 is None:
+            return (None,) * 12
+        # 4-5: the SwiGLU backward of dy1 = dx w2, dw2 = dx^T y1 (y1 recomputed from z1)
+        g, u, s = _swiglu(z1)
+        dy1, dw2, g2 = _linear_backward(g2, (g * s * u).to(dt), w2, True, need[4])
+        dz1 = _swiglu_backward(dy1, z1)
+        # 6-7: the rmsnorm-backward epilogue of dz1 w1 (+= the residual grad), dw1, dy0, dw0
+        h1 = (x1.to(_acc(dt)) * wn0.to(_acc(dt))).to(dt)
+        dh1, dw1, dr1 = _scaled_backward(dz1, h1, r1, w1, need[3])
+        g1, dwn0 = _norm_backward(x1, wn0, r1, g2, dh1, dr1)
+        dy0, dw0, dx0 = _linear_backward(g1, y0, w0, need[0], need[2])
+        return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None
+
+
+# ---- the functions ------------------------------------------------------------------------------------------
+
+def residual_rmsnorm(input, weight, norm_weight, residual=None, eps=1e-5):
+    """The GEMM that produces the residual stream, with the first half of the next RMSNorm
+    (coda-math.md 5.1): x = input weight^T (+ residual), h = x * norm_weight, rstd = 1 / sqrt(mean
+    x^2 + eps). Returns (x, h, rstd): x [M, N] for the next residual add, (h, rstd) for the
+    consuming rmsnorm_* GEMM (RMSNorm(x) = rstd * h). input [M, K], weight [N, K], norm_weight [N],
+    residual [M, N] (optional), rstd fp32 [M]. Differentiable in all four tensors."""
+    fn = "residual_rmsnorm"
+    input, weight, norm_weight, residual = _prepare(
+        fn, dict(input=input, weight=weight, norm_weight=norm_weight, residual=residual),
+        ("input", "weight", "residual"))
+    _check_k(fn, "input", input, "weight", weight)
+    _check_vec(fn, "norm_weight", norm_weight, weight.shape[0])
+    if residual is not None and tuple(residual.shape) != (input.shape[0], weight.shape[0]):
+        raise ValueError(f"coda.{fn}: argument 'residual' must have shape {(input.shape[0], weight.shape[0])}, "
+                         f"got {tuple(residual.shape)}")
+    return _ResidualRMSNorm.apply(input, weight, norm_weight, residual, float(eps))
+
+
+def rmsnorm_split(x, norm_weight, eps=1e-5):
+    """(h, rstd) = (x * norm_weight, 1 / sqrt(mean x^2 + eps)) in torch, for an x no coda GEMM
+    produced (the embeddings ahead of the first layer): what residual_rmsnorm returns besides x."""
+    acc = _acc(x.dtype)
+    h = (x.to(acc) * norm_weight.to(acc)).to(x.dtype)
+    return h, torch.rsqrt(x.to(acc).pow(2).mean(-1) + eps)
+
+
+def rmsnorm_swiglu(h, gate_up_weight, rstd=None):
+    """SwiGLU(RMSNorm(x) Wgu^T) from (h, rstd) of residual_rmsnorm: z = diag(rstd) (h Wgu^T),
+    o = silu(z[:, 0::2]) z[:, 1::2] (coda-math.md 5.3). gate_up_weight [2F, K] interleaved
+    (coda.interleave_gate_up); rstd None: the plain gate/up GEMM of h. Returns o [M, F]; saves z."""
+    fn = "rmsnorm_swiglu"
+    h, gate_up_weight, rstd = _prepare(fn, dict(h=h, gate_up_weight=gate_up_weight, rstd=rstd),
+                                       ("h", "gate_up_weight"))
+    _check_k(fn, "h", h, "gate_up_weight", gate_up_weight)
+    _check_vec(fn, "rstd", rstd, h.shape[0])
+    if gate_up_weight.shape[0] % 2:
+        raise ValueError(f"coda.{fn}: argument 'gate_up_weight' must have an even number of rows (gate/up "
+                         f"pairs), got {gate_up_weight.shape[0]}")
+    return _RMSNormSwiGLU.apply(h, gate_up_weight, rstd)
+
+
+def rmsnorm_qkv_rope(h, qkv_weight, rstd, positions, freqs, heads):
+    """RoPE(RMSNorm(x) Wqkv^T) from (h, rstd): the q and k heads rotated on interleaved pairs by
+    positions[m] * freqs[i] turns, v unrotated (coda-math.md 5.4). qkv_weight [(hq + 2 hkv) hd, K]
+    with q/k rows in interleaved-pair order (coda.permute_rotate_half_to_interleaved for Hugging
+    Face weights), positions [M] (int), freqs fp32 [hd / 2] (coda.rope_frequencies), heads (hq,
+    hkv, hd); rstd None: no norm. Returns qkv [M, (hq + 2 hkv) hd]."""
+    fn = "rmsnorm_qkv_rope"
+    h, qkv_weight, rstd, positions, freqs = _prepare(
+        fn, dict(h=h, qkv_weight=qkv_weight, rstd=rstd, positions=positions, freqs=freqs), ("h", "qkv_weight"))
+    _check_k(fn, "h", h, "qkv_weight", qkv_weight)
+    _check_vec(fn, "rstd", rstd, h.shape[0])
+    _check_vec(fn, "positions", positions, h.shape[0])
+    heads = tuple(int(v) for v in heads)
+    _check_heads(fn, qkv_weight, heads, freqs)
+    positions = positions if h.dtype == F64 else positions.to(torch.int32)
+    return _RMSNormQKVRoPE.apply(h, qkv_weight, rstd, positions, freqs.to(torch.float32), heads)
+
+
+def lm_head_cross_entropy(h, weight, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction="mean"):
+    """Cross-entropy of logits = diag(rstd) (h weight^T) against targets, training mode of
+    coda-math.md 5.5: the forward stores the logits once (h's dtype, [M, V]) with their LSE
+    statistics, the backward overwrites them in place with dlogits (coda.cross_entropy_grad_) and
+    runs dh = rstd dlogits W and dW = dlogits^T RMSNorm(x) through coda.gemm; no other [M, V]
+    tensor exists. Hence one backward per forward (retain_graph is refused). h [M, K], weight
+    [V, K], targets [M] (int; ignore_index rows count 0), rstd fp32 [M] or None. Returns the 0-dim
+    fp32 loss, mean over non-ignored rows or sum; every row ignored gives 0 (PyTorch: NaN)."""
+    fn = "lm_head_cross_entropy"
+    h, weight, targets, rstd = _prepare(fn, dict(h=h, weight=weight, targets=targets, rstd=rstd), ("h", "weight"))
+    _check_k(fn, "h", h, "weight", weight)
+    _check_vec(fn, "rstd", rstd, h.shape[0])
+    _check_vec(fn, "targets", targets, h.shape[0])
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"coda.{fn}: argument 'reduction' must be 'mean' or 'sum', got {reduction!r}")
+    targets = targets if h.dtype == F64 else targets.to(torch.int32)
+    return _LMHeadCrossEntropy.apply(h, weight, rstd, targets, int(ignore_index), reduction)
+
+
+def llama3_block(y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1,
+                 positions, freqs, heads, eps=1e-5):
+    """The LLaMA-3 block of coda-math.md 6 (the boundary shifted so that every norm sits between two
+    GEMMs): from the attention output y0 and the residual x0,
+      x1 = y0 Wo^T + x0;  o = SwiGLU(RMSNorm(x1; norm_weight0) Wgu^T);  x2 = o Wdown^T + x1;
+      qkv = RoPE(RMSNorm(x2; norm_weight1) Wqkv^T)  (the *next* layer's QKV and input norm).
+    Returns (x2, qkv). Saves only y0, x1, x2, r1, r2, z1 (and weights, positions); the backward
+    recomputes h1, h2 and y1 = SwiGLU(z1). Weights as in residual_rmsnorm, rmsnorm_swiglu and
+    rmsnorm_qkv_rope; differentiable in every tensor but positions and freqs."""
+    fn = "llama3_block"
+    (y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1, positions,
+     freqs) = _prepare(fn, dict(y0=y0, x0=x0, o_weight=o_weight, gate_up_weight=gate_up_weight,
+                                down_weight=down_weight, qkv_weight=qkv_weight, norm_weight0=norm_weight0,
+                                norm_weight1=norm_weight1, positions=positions, freqs=freqs),
+                       ("y0", "x0", "o_weight", "gate_up_weight", "down_weight", "qkv_weight"))
+    _check_k(fn, "y0", y0, "o_weight", o_weight)
+    d = o_weight.shape[0]
+    if tuple(x0.shape) != (y0.shape[0], d):
+        raise ValueError(f"coda.{fn}: argument 'x0' must have shape {(y0.shape[0], d)}, got {tuple(x0.shape)}")
+    for name, w, rows, cols in (("gate_up_weight", gate_up_weight, None, d),
+                                ("down_weight", down_weight, d, gate_up_weight.shape[0] // 2),
+                                ("qkv_weight", qkv_weight, None, d)):
+        if w.shape[1] != cols or (rows is not None and w.shape[0] != rows) or (name == "gate_up_weight" and w.shape[0] % 2):
+            raise ValueError(f"coda.{fn}: argument '{name}' has shape {tuple(w.shape)}; with hidden size {d} "
+                             f"and FFN width {gate_up_weight.shape[0] // 2} it must be "
+                             f"{'[2F, d]' if name == 'gate_up_weight' else '[d, F]' if name == 'down_weight' else '[N3, d]'}")
+    _check_vec(fn, "norm_weight0", norm_weight0, d)
+    _check_vec(fn, "norm_weight1", norm_weight1, d)
+    _check_vec(fn, "positions", positions, y0.shape[0])
+    heads = tuple(int(v) for v in heads)
+    _check_heads(fn, qkv_weight, heads, freqs)
+    positions = positions if y0.dtype == F64 else positions.to(torch.int32)
+    return _Llama3Block.apply(y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1,
+                              positions, freqs.to(torch.float32), heads, float(eps))

@@ -1,0 +1,260 @@
+"""coda.functional: the autograd Functions of the fused operators, checked two ways.
+
+1. torch.autograd.gradcheck in float64 checks the *backward formulas and code*. coda's kernels
+   take bf16/fp16/fp32 only, so float64 inputs run the Functions' reference path: the same
+   Function classes and the same backward code (the helpers every backward is composed of), with
+   the forward math and the backward GEMMs in torch float64 where the coda path calls its
+   kernels and coda.gemm. gradcheck then compares that backward with finite differences of the
+   float64 forward. It does not check coda's kernels; (2) does.
+2. bf16, and float32 under torch.autocast, through coda's kernels (the CPU emulator here): every
+   output and every input's gradient against float64 autograd of an unfused eager graph written
+   below in plain torch (independent of coda.functional), under design.md's rule: the error is
+   at most 2x that of the same eager graph run in bf16 (the unfused PyTorch pipeline), plus 1e-4.
+Fresh random inputs and cotangents every run (the seed is printed).
+"""
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import coda
+from common import BF16, F64, assert_rule, positive, randn
+
+FP32 = torch.float32
+EPS = 1e-5
+
+
+# ---- the unfused eager graphs (plain torch; run in float64 for the truth, in bf16 for the baseline) --------
+
+def rmsnorm(x, w, eps=EPS):
+    """transformers' LlamaRMSNorm: statistics in fp32 (float64 for float64)."""
+    xf = x.to(torch.promote_types(x.dtype, FP32))
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rstd(x, eps=EPS):
+    xf = x.to(torch.promote_types(x.dtype, FP32))
+    return torch.rsqrt(xf.pow(2).mean(-1) + eps)
+
+
+def swiglu(z):
+    return F.silu(z[:, 0::2]) * z[:, 1::2]
+
+
+def rope(t, positions, freqs, heads):
+    """RoPE on interleaved pairs as complex multiplication (torchtitan's form), v unrotated."""
+    hq, hkv, hd = heads
+    rc = (hq + hkv) * hd
+    wide = torch.promote_types(t.dtype, FP32)
+    theta = 2 * math.pi * positions.to(F64)[:, None] * freqs.to(F64)[None, :]
+    rot = torch.polar(torch.ones_like(theta), theta).to(torch.complex128 if wide == F64 else torch.complex64)
+    qk = torch.view_as_complex(t[:, :rc].to(wide).reshape(t.shape[0], hq + hkv, hd // 2, 2).contiguous())
+    out = torch.view_as_real(qk * rot[:, None, :]).reshape(t.shape[0], rc).to(t.dtype)
+    return torch.cat((out, t[:, rc:]), dim=1)
+
+
+def eager_residual_rmsnorm(a, w, nw, res):
+    x = F.linear(a, w) + res
+    return x, x * nw, rstd(x)
+
+
+def normed(h, r):
+    """RMSNorm(x) from the split (h = x * w, r): materialized in h's dtype, as an unfused graph does."""
+    return (h.to(torch.promote_types(h.dtype, FP32)) * r[:, None]).to(h.dtype)
+
+
+def eager_swiglu(h, w, r):
+    return (swiglu(F.linear(normed(h, r), w)),)
+
+
+def eager_qkv_rope(h, w, r, positions, freqs, heads):
+    return (rope(F.linear(normed(h, r), w), positions, freqs, heads),)
+
+
+def eager_lm_head(h, w, r, targets, reduction="mean"):
+    logits = F.linear(normed(h, r), w)
+    return (F.cross_entropy(logits.to(torch.promote_types(h.dtype, FP32)), targets.long(),
+                            ignore_index=coda.IGNORE_INDEX, reduction=reduction),)
+
+
+def eager_block(y0, x0, w0, w1, w2, w3, n0, n1, positions, freqs, heads):
+    x1 = x0 + F.linear(y0, w0)
+    x2 = x1 + F.linear(swiglu(F.linear(rmsnorm(x1, n0), w1)), w2)
+    return x2, rope(F.linear(rmsnorm(x2, n1), w3), positions, freqs, heads)
+
+
+# ---- cases: (fused function, eager graph, inputs) --------------------------------------------------------------
+
+HEADS = (4, 2, 16)
+
+
+def qkv_args(gen, m, heads=HEADS):
+    return (torch.randint(0, 1 << 16, (m,), generator=gen, dtype=torch.int32),
+            coda.rope_frequencies(heads[2], 500000.0, factor=8.0))
+
+
+def lm_targets(gen, m, v):
+    t = torch.randint(0, v, (m,), generator=gen)
+    t[::4] = coda.IGNORE_INDEX
+    return t
+
+
+def case(name, gen, m=37, k=40, d=64, f=48, v=517, heads=HEADS):
+    """(fused fn, eager fn, {input name: fp32 value}): y0 [m, k], hidden d, FFN f, vocabulary v."""
+    n3 = (heads[0] + 2 * heads[1]) * heads[2]
+    gain = lambda n: 1 + 0.2 * torch.randn(n, generator=gen)  # noqa: E731
+    if name == "residual_rmsnorm":
+        ins = dict(a=randn(gen, m, k, dtype=FP32), w=randn(gen, d, k, sd=0.3, dtype=FP32), nw=gain(d),
+                   res=randn(gen, m, d, dtype=FP32))
+        return (lambda a, w, nw, res: coda.residual_rmsnorm(a, w, nw, residual=res, eps=EPS),
+                eager_residual_rmsnorm, ins)
+    if name == "rmsnorm_swiglu":
+        ins = dict(h=randn(gen, m, d, dtype=FP32), w=randn(gen, 2 * f, d, sd=0.3, dtype=FP32), r=positive(gen, m))
+        return coda.rmsnorm_swiglu, eager_swiglu, ins
+    if name == "rmsnorm_qkv_rope":
+        pos, freqs = qkv_args(gen, m, heads)
+        ins = dict(h=randn(gen, m, d, dtype=FP32), w=randn(gen, n3, d, sd=0.3, dtype=FP32), r=positive(gen, m))
+        return (lambda h, w, r: coda.rmsnorm_qkv_rope(h, w, r, pos, freqs, heads),
+                lambda h, w, r: eager_qkv_rope(h, w, r, pos, freqs, heads), ins)
+    if name == "lm_head_cross_entropy":  # V = 517: the stored logits have padded rows (stride 520)
+        t = lm_targets(gen, m, v)
+        ins = dict(h=randn(gen, m, d, dtype=FP32), w=randn(gen, v, d, sd=0.3, dtype=FP32), r=positive(gen, m))
+        return (lambda h, w, r: (coda.lm_head_cross_entropy(h, w, t, rstd=r),),
+                lambda h, w, r: eager_lm_head(h, w, r, t), ins)
+    if name == "llama3_block":
+        pos, freqs = qkv_args(gen, m, heads)
+        ins = dict(y0=randn(gen, m, k, dtype=FP32), x0=randn(gen, m, d, dtype=FP32),
+                   w0=randn(gen, d, k, sd=0.3, dtype=FP32), w1=randn(gen, 2 * f, d, sd=0.3, dtype=FP32),
+                   w2=randn(gen, d, f, sd=0.3, dtype=FP32), w3=randn(gen, n3, d, sd=0.3, dtype=FP32),
+                   n0=gain(d), n1=gain(d))
+        return (lambda *a: coda.llama3_block(*a, pos, freqs, heads, eps=EPS),
+                lambda *a: eager_block(*a, pos, freqs, heads), ins)
+    raise KeyError(name)
+
+
+NAMES = ["residual_rmsnorm", "rmsnorm_swiglu", "rmsnorm_qkv_rope", "lm_head_cross_entropy", "llama3_block"]
+UNROUNDED = ("nw", "n0", "n1", "r")  # norm weights and rstd: fp32 in the float32 case, never cast
+
+
+def run(fn, tensors, cotangents):
+    """Outputs of fn and the gradients of sum(out * cotangent) with respect to every input."""
+    leaves = [t.detach().clone().requires_grad_() for t in tensors]
+    out = fn(*leaves)
+    out = (out,) if isinstance(out, torch.Tensor) else out
+    cotangents = cotangents or [torch.randn(o.shape, dtype=F64) for o in out]
+    sum((o.to(F64) * c).sum() for o, c in zip(out, cotangents)).backward()
+    return out, [t.grad for t in leaves], cotangents
+
+
+# ---- 1. the backward formulas: gradcheck in float64 -------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradcheck_float64(gen, name):
+    """Reference path (see the module docstring): the Functions' backward code against finite
+    differences, for every differentiable input."""
+    fused, _, ins = case(name, gen, m=6, k=8, d=16, f=8, v=11, heads=(2, 1, 4))
+    inputs = [t.to(F64).requires_grad_() for t in ins.values()]
+    assert torch.autograd.gradcheck(lambda *a: fused(*a), inputs)
+
+
+def test_gradcheck_float64_variants(gen):
+    """No rstd (the plain GEMM), the summed loss with dloss != 1, qkv_rope without norm."""
+    h, r = torch.randn(6, 16, dtype=F64, requires_grad=True), (torch.rand(6, dtype=F64) + 0.5).requires_grad_()
+    w = torch.randn(12, 16, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h, w: coda.rmsnorm_swiglu(h, w), (h, w))
+    t = lm_targets(gen, 6, 12)
+    assert torch.autograd.gradcheck(lambda h, w, r: 3 * coda.lm_head_cross_entropy(h, w, t, r, reduction="sum"),
+                                    (h, w, r))
+    pos, freqs = qkv_args(gen, 6)
+    wq = torch.randn(128, 16, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda h, w: coda.rmsnorm_qkv_rope(h, w, None, pos, freqs, HEADS), (h, wq))
+
+
+# ---- 2. through coda's kernels: every output and gradient against float64 -----------------------------------
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32-autocast"])
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_against_float64(gen, name, dtype):
+    fused, eager, ins = case(name, gen)
+    names, values = list(ins), list(ins.values())
+    want, want_grads, cot = run(eager, [t.to(F64) for t in values], None)
+    # The unfused bf16 PyTorch pipeline: the same graph on the inputs as bf16 (rstd stays fp32).
+    base, base_grads, _ = run(eager, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
+    if dtype == "bf16":
+        got, got_grads, _ = run(fused, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
+    else:  # fp32 leaves, norm weights fp32: autocast casts the GEMM operands to bf16; grads come back fp32
+        with torch.autocast("cpu", dtype=BF16):
+            got, got_grads, _ = run(fused, values, cot)
+        assert all(g.dtype == FP32 for g in got_grads)
+    for i, (g, w, b) in enumerate(zip(got, want, base)):
+        # A 0-dim output (the loss) is a single draw of rounding noise: eps 1e-3, a quarter of
+        # bf16's unit roundoff, instead of 1e-4.
+        assert_rule(f"{name} output {i}", g, w, b, eps=1e-3 if w.dim() == 0 else 1e-4)
+    for n, g, w, b in zip(names, got_grads, want_grads, base_grads):
+        assert g is not None and g.shape == w.shape, f"{name}: no gradient for '{n}'"
+        assert_rule(f"{name} d{n}", g, w, b)
+
+
+def test_block_is_the_chain_of_operators(gen):
+    """llama3_block's forward runs the same kernels as residual_rmsnorm -> rmsnorm_swiglu ->
+    residual_rmsnorm -> rmsnorm_qkv_rope (bit for bit); its backward recomputes h1, h2, y1 instead
+    of saving them, so the gradients agree to bf16 rounding."""
+    _, _, ins = case("llama3_block", gen)
+    pos, freqs = qkv_args(gen, 37)
+    values = [t if n in UNROUNDED else t.to(BF16) for n, t in ins.items()]
+
+    def chain(y0, x0, w0, w1, w2, w3, n0, n1):
+        x1, h1, r1 = coda.residual_rmsnorm(y0, w0, n0, residual=x0, eps=EPS)
+        x2, h2, r2 = coda.residual_rmsnorm(coda.rmsnorm_swiglu(h1, w1, r1), w2, n1, residual=x1, eps=EPS)
+        return x2, coda.rmsnorm_qkv_rope(h2, w3, r2, pos, freqs, HEADS)
+
+    block = lambda *a: coda.llama3_block(*a, pos, freqs, HEADS, eps=EPS)  # noqa: E731
+    out, grads, cot = run(block, values, None)
+    out2, grads2, _ = run(chain, values, cot)
+    assert all(torch.equal(a, b) for a, b in zip(out, out2))
+    for n, a, b in zip(ins, grads, grads2):
+        assert ((a.double() - b.double()).norm() / b.double().norm()).item() < 2e-2, n
+
+
+# ---- the LM head in training mode -----------------------------------------------------------------------------
+
+def test_lm_head_backward_once(gen):
+    """The backward overwrites the saved logits in place: a second backward is refused."""
+    h, w = randn(gen, 8, 16).requires_grad_(), randn(gen, 24, 16)
+    loss = coda.lm_head_cross_entropy(h, w, torch.randint(0, 24, (8,), generator=gen))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        loss.backward()
+
+
+def test_lm_head_all_ignored_and_int64_targets(gen):
+    h, w = randn(gen, 8, 16).requires_grad_(), randn(gen, 24, 16).requires_grad_()
+    loss = coda.lm_head_cross_entropy(h, w, torch.full((8,), coda.IGNORE_INDEX, dtype=torch.int64))
+    loss.backward()
+    assert loss.item() == 0 and not h.grad.any() and not w.grad.any()
+
+
+# ---- errors ---------------------------------------------------------------------------------------------------
+
+def test_errors(gen):
+    h, w, r = randn(gen, 8, 16), randn(gen, 12, 16), positive(gen, 8)
+    with pytest.raises(ValueError, match=r"rmsnorm_swiglu: arguments 'h' torch.float32, 'gate_up_weight' "
+                                         r"torch.bfloat16: coda's GEMMs take bfloat16 or float16"):
+        coda.rmsnorm_swiglu(h.float(), w, r)
+    with pytest.raises(ValueError, match=r"argument 'gate_up_weight' must be \[N, K\] with K = 16"):
+        coda.rmsnorm_swiglu(h, randn(gen, 12, 24), r)
+    with pytest.raises(ValueError, match=r"'gate_up_weight' must have an even number of rows"):
+        coda.rmsnorm_swiglu(h, randn(gen, 7, 16), r)
+    with pytest.raises(ValueError, match=r"argument 'rstd' must have shape \(8,\)"):
+        coda.rmsnorm_swiglu(h, w, r[:4])
+    with pytest.raises(ValueError, match=r"argument 'h' must be 2-D"):
+        coda.rmsnorm_swiglu(h.view(2, 4, 16), w, r)
+    pos, freqs = qkv_args(gen, 8)
+    with pytest.raises(ValueError, match=r"'qkv_weight' must have \(heads_q \+ 2 heads_kv\) head_dim = 128 rows"):
+        coda.rmsnorm_qkv_rope(h, w, r, pos, freqs, HEADS)
+    with pytest.raises(ValueError, match=r"'reduction' must be 'mean' or 'sum'"):
+        coda.lm_head_cross_entropy(h, w, torch.zeros(8, dtype=torch.int64), reduction="none")
+    with pytest.raises(ValueError, match=r"residual_rmsnorm: argument 'residual' must have shape \(8, 12\)"):
+        coda.residual_rmsnorm(h, w, torch.ones(12), residual=randn(gen, 8, 16))
