@@ -78,7 +78,7 @@ Status launch_traced(cudaLaunchConfig_t& cfg, KernelFn kernel, typename Kernel::
   const double tiles = c[Kernel::kTrTiles] ? double(c[Kernel::kTrTiles]) : 1.0;
   const double chunks = c[Kernel::kTrChunks] ? double(c[Kernel::kTrChunks]) : 1.0;
   std::fprintf(stderr,
-               "trace %dx%dx%d %s: cycles per tile: turn-mma %.0f mma %.0f turn-epi %.0f epilogue %.0f | per chunk "
+               "trace %dx%dx%d %s: cycles per tile: turn-mma %.0f mma %.0f convert %.0f epilogue %.0f | per chunk "
                "(%.1f per tile): buffer %.0f tiles %.0f program %.0f publish %.0f flush %.0f\n",
                p.m, p.n, p.k, Kernel::kPingpongV ? "pingpong" : "cooperative", c[Kernel::kTrOrderMma] / tiles,
                c[Kernel::kTrMma] / tiles, c[Kernel::kTrOrderEpi] / tiles,

@@ -210,19 +210,25 @@ struct Sm90Gemm {
                 "accumulator value order (x, b, j) expected to be compact");
   static constexpr int kRowsPerThread = 2;  // accumulator rows a thread holds per row block
 
-  // Pingpong: the math and epilogue phases of the two consumer warpgroups take turns
-  // (mma 0 | mma 1 + epilogue 0 | mma 2 + epilogue 1 ...).
-  // NOTES: this also keeps a warpgroup from waiting on a ring stage more than one lap ahead of the
+  // Pingpong: the mainloops of the two consumer warpgroups take turns (mma 0 | mma 1 | mma 2 ...);
+  // each warpgroup's epilogue runs as soon as its own mainloop is done.
+  // NOTES: the turn keeps a warpgroup from waiting on a ring stage more than one lap ahead of the
   // other: an mbarrier wait only sees the phase parity, so a wait one tile (> Stages k-tiles)
-  // early would be satisfied by an older fill of the same stage.
+  // early would be satisfied by an older fill of the same stage. The epilogues are not ordered
+  // (CUTLASS's pingpong orders them too, because its two warpgroups share the epilogue's shared
+  // memory; here each has its own arena, tile ring and column vectors): ordered, a tile took
+  // max(mainloop, epilogue) and the epilogue chain set the pace as soon as it was the longer;
+  // unordered, a warpgroup's cycle is mainloop + epilogue and the two overlap, so a tile takes
+  // max(mainloop, (mainloop + epilogue) / 2) (ncu, 1B o-proj: the wait for the epilogue turn was
+  // the consumer warps' largest single stall; bench/NOTES.md step r).
   struct NoOrder {  // cooperative: both warpgroups run every tile together
     struct SharedStorage {};
-    using Params = typename cutlass::OrderedSequenceBarrier<2, 2>::Params;
+    using Params = typename cutlass::OrderedSequenceBarrier<1, 2>::Params;
     CUTE_DEVICE NoOrder(SharedStorage&, const Params&) {}
     CUTE_DEVICE void wait() {}
     CUTE_DEVICE void arrive() {}
   };
-  using OrderBarrier = cute::conditional_t<kPingpong, cutlass::OrderedSequenceBarrier<2, 2>, NoOrder>;
+  using OrderBarrier = cute::conditional_t<kPingpong, cutlass::OrderedSequenceBarrier<1, 2>, NoOrder>;
 
   // Column vectors of the tile, staged once per tile as fp32 (per consumer warpgroup).
   static constexpr int kColVecs = kRes.col_vecs;
@@ -265,7 +271,7 @@ struct Sm90Gemm {
   enum TracePhase {
     kTrOrderMma,  // waiting for the warpgroup's turn at the tensor cores
     kTrMma,       // mainloop (issue and tail)
-    kTrOrderEpi,  // waiting for the warpgroup's turn at the epilogue
+    kTrOrderEpi,  // after the mainloop, before the epilogue (operand conversion; epilogues take no turns)
     kTrBufWait,   // per chunk: the staging buffer's previous TMA store, and the warpgroup barrier
     kTrTileWait,  // per chunk: the staged tile operands (issue of the next chunk's and wait)
     kTrProgram,   // per chunk: row selects, the program over the pairs, chunk-level reductions
@@ -1062,8 +1068,7 @@ struct Sm90Gemm {
           clear(accum);
         }
         trace.mark(kTrMma);
-        if (run_epilogue) convert_tile_operands(p, tr);  // before the wait: off the epilogues' chain
-        order.wait();
+        if (run_epilogue) convert_tile_operands(p, tr);
         trace.mark(kTrOrderEpi);
         if (run_epilogue) {
           // uniform: one compact path per (output dtype, staged tile dtype)
@@ -1078,7 +1083,6 @@ struct Sm90Gemm {
                                        chunk_count, trace);
           }
         }
-        order.arrive();
       }
       if (thread_idx % 128 == 0) tma_store_wait_read<0>();
       if (kTrace && trace.on) {
