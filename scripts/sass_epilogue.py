@@ -5,7 +5,7 @@
 
 Disassembles with line information (nvdisasm -gi, or cuobjdump -sass for objects and libraries)
 and attributes every instruction to its inlining stack. An instruction belongs to the program
-visit if its stack passes through `p.program(f, ctx)` in include/coda/kernel/sm90_gemm.cuh; the
+visit if its stack passes through `prog(f, ctx)` in include/coda/kernel/sm90_gemm.cuh; the
 visit is the interior one (`visit_chunk<false>`) or the edge one (`visit_chunk<true>`), inside the
 epilogue instantiation chosen by the output dtype (`case kDtBF16: run_epi(...)` ...). One chunk
 visit covers 16 pairs per thread, so instructions / 16 = SASS instructions per pair (per thread).
@@ -36,9 +36,9 @@ def source_lines():
     lines = open(os.path.join(ROOT, KERNEL_SRC)).read().split("\n")
     find = lambda pat: [i + 1 for i, l in enumerate(lines) if pat in l]
     out = {
-        "program": find("p.program(f, ctx);"),
-        "interior": find("visit_chunk<false>(p, ctx"),
-        "edge": find("visit_chunk<true>(p, ctx"),
+        "program": find("prog(f, ctx);"),
+        "interior": find("visit_chunk<false>(p, "),
+        "edge": find("visit_chunk<true>(p, "),
         "loop": find("for (int ci = 0; ci < kChunksPerTile; ++ci)"),
         "epi_bf16": find("epilogue<kDtBF16, TileDt>("),
         "epi_fp16": find("epilogue<kDtFP16, TileDt>("),

@@ -49,7 +49,7 @@ Status gemm(const GemmArgs& args, const EmuConfig& cfg) {
   ctx.scalars[P::kBeta] = args.beta_ptr ? *args.beta_ptr : args.beta;
   ctx.tiles[P::kTileC] = args.c;
   ctx.outs[P::kOutD] = args.d;
-  run_gemm(GemmInputs(args.a, args.b), P{args.c.defined()}, ctx, cfg);
+  run_gemm(GemmInputs(args.a, args.b), P{args.c.defined() ? P::kHasC : 0u}, ctx, cfg);
   return {};
 }
 
@@ -65,7 +65,7 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, con
   ctx.outs[P::kOutX] = args.x_out;
   ctx.outs[P::kOutH] = args.h_out;
   ctx.row_partials[P::kRowSumSq] = args.partials;
-  run_gemm(GemmInputs(args.a, args.b), P{args.residual.defined()}, ctx, cfg);
+  run_gemm(GemmInputs(args.a, args.b), P{args.residual.defined() ? P::kHasResidual : 0u}, ctx, cfg);
   return {};
 }
 
@@ -84,8 +84,8 @@ Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, const EmuConfig& c
   ctx.outs[P::kOutY] = args.y_out;
   ctx.col_partials[P::kColDw] = args.dw_partials;
   P program;
-  program.has_dres = args.dres.defined();
-  program.has_y = args.y_out.defined();
+  program.flags |= args.dres.defined() ? P::kHasDres : 0u;
+  program.flags |= args.y_out.defined() ? P::kHasY : 0u;
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }
@@ -100,8 +100,8 @@ Status gemm_swiglu(const SwigluArgs& args, const EmuConfig& cfg) {
   ctx.outs[P::kOutZ] = args.z_out;
   ctx.outs[P::kOutO] = args.o_out;
   P program;
-  program.has_rstd = args.rstd.defined();
-  program.has_z = args.z_out.defined();
+  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  program.flags |= args.z_out.defined() ? P::kHasZ : 0u;
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }
@@ -122,8 +122,8 @@ Status gemm_swiglu_backward(const SwigluBackwardArgs& args, const EmuConfig& cfg
   ctx.outs[P::kOutO] = args.o_out;
   ctx.row_partials[P::kRowZdZ] = args.zdz_partials;
   P program;
-  program.has_o = args.o_out.defined();
-  program.has_zdz = args.zdz_partials.defined();
+  program.flags |= args.o_out.defined() ? P::kHasO : 0u;
+  program.flags |= args.zdz_partials.defined() ? P::kHasZdZ : 0u;
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
 }
@@ -142,7 +142,7 @@ Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg) {
   ctx.col_step[P::kColFreq] = 2;
   ctx.outs[P::kOut] = args.out;
   P program;
-  program.has_rstd = args.rstd.defined();
+  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
   program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
@@ -165,7 +165,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg) {
   ctx.seg_head_dim = args.heads.head_dim;
   ctx.seg_per_head = qk_segments(args.heads.head_dim, cfg.tile_n);
   P program;
-  program.has_rstd = args.rstd.defined();
+  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
   program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
@@ -185,8 +185,8 @@ Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
   ctx.row_outs[P::kRowOutTarget] = args.target_logit_out;
   ctx.lse_partials[P::kRowLse] = args.lse_partials;
   P program;
-  program.has_rstd = args.rstd.defined();
-  program.has_logits = args.logits_out.defined();
+  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  program.flags |= args.logits_out.defined() ? P::kHasLogits : 0u;
   program.ignore_index = args.ignore_index;
   program.classes = static_cast<int>(args.b.rows());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);

@@ -150,8 +150,8 @@ Status swiglu_impl(const char* op, const SwigluArgs& args, cudaStream_t stream) 
                                 {"o_out", args.o_out}}));
   using P = programs::Swiglu;
   LaunchArgs<P> L;
-  L.program.has_rstd = args.rstd.defined();
-  L.program.has_z = args.z_out.defined();
+  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  L.program.flags |= args.z_out.defined() ? P::kHasZ : 0u;
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   CODA_TRY(bind_output(L.epi, P::kOutZ, args.z_out, op));
   CODA_TRY(bind_output(L.epi, P::kOutO, args.o_out, op, 1));
@@ -165,7 +165,7 @@ Status rope_impl(const char* op, const RopeArgs& args, cudaStream_t stream) {
                                 {"freqs", args.freqs}, {"out", args.out}}));
   using P = programs::Rope;
   LaunchArgs<P> L;
-  L.program.has_rstd = args.rstd.defined();
+  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
   L.program.rope_cols = static_cast<int>(args.heads.rope_cols());
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   L.epi.row_ints[P::kRowPos] = vec_of(args.positions);
@@ -186,8 +186,8 @@ Status lse_impl(const char* op, const LmHeadLseArgs& args, cudaStream_t stream) 
                                 {"target_logit_out", args.target_logit_out}}));
   using P = programs::LmHeadLse;
   LaunchArgs<P> L;
-  L.program.has_rstd = args.rstd.defined();
-  L.program.has_logits = args.logits_out.defined();
+  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  L.program.flags |= args.logits_out.defined() ? P::kHasLogits : 0u;
   L.program.ignore_index = args.ignore_index;
   L.program.classes = static_cast<int>(args.b.rows());
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
@@ -209,7 +209,7 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cud
                                 {"partials", args.partials}}));
   using P = programs::ResidualRmsNormPartial;
   LaunchArgs<P> L;
-  L.program.has_residual = args.residual.defined();
+  L.program.flags |= args.residual.defined() ? P::kHasResidual : 0u;
   L.epi.scalars[P::kAlpha].value = args.alpha;
   CODA_TRY(bind_tma_tile(L.epi, P::kTileResidual, args.residual, op));
   L.epi.cols[P::kColNormWeight] = vec_of(args.norm_weight);
@@ -254,7 +254,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {
                                 {"sumsq_out", args.sumsq_out}}));
   using P = programs::QkvSqsum;
   LaunchArgs<P> L;
-  L.program.has_rstd = args.rstd.defined();
+  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
   L.program.rope_cols = static_cast<int>(args.heads.rope_cols());
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   CODA_TRY(bind_output(L.epi, P::kOutQkv, args.qkv_out, op));

@@ -282,7 +282,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
   using P = programs::LinearCombination;
   LaunchArgs<P> L;
   CODA_TRY(fill(L));
-  L.program.has_c = args.c.defined();
+  L.program.flags |= args.c.defined() ? P::kHasC : 0u;
   L.epi.scalars[P::kAlpha] = {args.alpha, args.alpha_ptr};
   L.epi.scalars[P::kBeta] = {args.beta, args.beta_ptr};
   if (args.c.defined()) {

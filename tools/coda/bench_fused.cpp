@@ -82,6 +82,18 @@ class Bench {
       std::printf("  diag %-26s full %.1f us, epilogue without program %.1f us, no epilogue %.1f us\n",
                   r.name.c_str(), r.us, no_program, no_epilogue);
     }
+    if (opt_.variants) {  // the same case forced onto each compiled variant, interleaved with cuBLAS
+      auto forced = [&](const char* v) {
+        return [&fused, v] {
+          setenv("CODA_FUSED_VARIANT", v, 1);
+          fused();
+          unsetenv("CODA_FUSED_VARIANT");
+        };
+      };
+      const std::vector<double> v = timer_.median_us_interleaved({forced("0"), forced("2"), cublas}, reps);
+      std::printf("  variants %-22s x cuBLAS: cooperative 128x256 %.3f, pingpong 128x128 %.3f\n", r.name.c_str(),
+                  v[0] / v[2], v[1] / v[2]);
+    }
     return true;
   }
 

@@ -14,6 +14,7 @@ struct Options {
   std::string json_path;  // --json FILE
   bool emulate = false;   // --emulate: force the CPU emulator
   bool diag = false;      // --diag: bench prints where the time goes (epilogue on/off)
+  bool variants = false;  // --variants: bench times each fused case on every compiled fused variant
   uint64_t seed = 0;      // --seed N (0: fresh)
   bool seed_given = false;
   Llama3Dims dims;        // --tokens/--hidden/--ffn/--heads/--kv-heads/--head-dim

@@ -52,6 +52,8 @@ const char* kUsage =
     "  --json FILE        also write the results as JSON\n"
     "  --emulate          use the CPU emulator even when a Hopper GPU is present\n"
     "  --diag             bench: also time each GEMM without its epilogue program and without its epilogue\n"
+    "  --variants         bench: also time each fused case on each compiled kernel variant (cooperative\n"
+    "                     128x256 and pingpong 128x128), interleaved with cuBLAS in one measurement\n"
     "  --seed N           fixed random seed (default: fresh each run)\n"
     "  --tokens M --hidden D --ffn F --heads HQ --kv-heads HKV --head-dim HD\n"
     "                     block shape for the emulated check (default: 77 256 512 4 2 64)\n";
@@ -91,6 +93,8 @@ bool parse(int argc, char** argv, Options& o, std::string& err) {
       o.emulate = true;
     } else if (a == "--diag") {
       o.diag = true;
+    } else if (a == "--variants") {
+      o.variants = true;
     } else if (a == "--seed") {
       if (!value(v)) return false;
       o.seed = static_cast<uint64_t>(v);

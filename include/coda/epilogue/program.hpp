@@ -5,8 +5,15 @@
 // called once per accumulator column pair (frag.hpp states the contract). Its body is an ordered
 // list of primitives (scale.hpp, tile_load.hpp, reduce.hpp, pairwise.hpp, store.hpp); order
 // matters (e.g. add the residual, then reduce, then scale). The program holds only launch-time
-// constants (flags, head counts); every tensor is reached through the context by an operand
+// constants (switches, head counts); every tensor is reached through the context by an operand
 // index the program declares.
+//
+// Switches (an optional operand or output, e.g. "a residual is given") are bits of one member,
+//     uint32_t flags;  static constexpr int kFlagBits = n;   // bits 0 .. n-1, tested as flags & kBit
+// The GPU compiles the visit of interior chunks once per combination of the bits with `flags`
+// pinned to a compile-time value, so no switch is tested per pair (NOTES: a switch tested per pair
+// is a branch the compiler does not hoist loads across: each pair's shared load then waited out
+// its own latency; bench/NOTES.md step s).
 //
 // The context is the backend: the GPU epilogue driver (registers, shared memory, TMA) or the CPU
 // emulator (plain loops). Coordinates are ints (M, N < 2^31). It provides:
@@ -87,6 +94,18 @@ template <class P>
 constexpr Resources resources_of() {
   if constexpr (HasResources<P>::value) return P::kResources;
   else return Resources{};
+}
+
+template <class P, class = void>
+struct HasFlagBits : std::false_type {};
+template <class P>
+struct HasFlagBits<P, std::void_t<decltype(P::kFlagBits)>> : std::true_type {};
+
+// The number of switch bits in P::flags (0 when P has none).
+template <class P>
+constexpr int flag_bits_of() {
+  if constexpr (HasFlagBits<P>::value) return P::kFlagBits;
+  else return 0;
 }
 
 }  // namespace coda::epi

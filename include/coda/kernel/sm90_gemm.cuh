@@ -495,8 +495,8 @@ struct Sm90Gemm {
   // pair jj in row half b); (m0, n0) is the thread's first (row, column) in it. NOTES at the top of
   // this file: value (a, b, j) of a wgmma block sits at (r0 + 8 b, c0 + 8 j + a).
   template <bool kChecked, int OutDt, int TileDt, class Accum>
-  CUTE_DEVICE static void visit_chunk(const Params& p, const ChunkCtx<OutDt, TileDt>& ctx, const Accum& accum, int m0,
-                                      int n0) {
+  CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
+                                      const Accum& accum, int m0, int n0) {
     CUTE_UNROLL
     for (int jj = 0; jj < 8; ++jj) {
       CUTE_UNROLL
@@ -513,9 +513,35 @@ struct Sm90Gemm {
         }
         f.v[0] = accum(4 * jj + 2 * b);
         f.v[1] = f.ok[1] ? accum(4 * jj + 2 * b + 1) : 0.0f;
-        p.program(f, ctx);
+        prog(f, ctx);
       }
     }
+  }
+
+  // The program's switches (Program::flags, epilogue/program.hpp): the interior visit is compiled
+  // once per combination, with the flags pinned to a constant, so the pairs test none of them.
+  static constexpr int kFlagBits = epi::flag_bits_of<Program>();
+  static_assert(kFlagBits <= 3, "at most 8 specializations of the visit per program");
+  CUTE_DEVICE static uint32_t flags_of(const Program& prog) {
+    if constexpr (kFlagBits > 0) return prog.flags & ((1u << kFlagBits) - 1);
+    else return 0u;
+  }
+  template <uint32_t kMask>
+  CUTE_DEVICE static Program pinned(const Program& prog) {
+    Program q = prog;
+    if constexpr (kFlagBits > 0) q.flags = kMask;
+    return q;
+  }
+  // f(std::integral_constant<uint32_t, mask>) for the runtime combination `mask`.
+  template <uint32_t kMask = 0, class F>
+  CUTE_DEVICE static void with_flags(uint32_t mask, F&& f) {
+    if constexpr (kMask + 1 < (1u << kFlagBits)) {
+      if (mask != kMask) {
+        with_flags<kMask + 1>(mask, f);
+        return;
+      }
+    }
+    f(std::integral_constant<uint32_t, kMask>{});
   }
 
   // Fold the chunk's buffered LSE values into the running state of each of the thread's rows: one
@@ -848,9 +874,11 @@ struct Sm90Gemm {
       if (p.debug & 2) {
         // diagnostics: staging and stores without the program
       } else if (interior) {
-        visit_chunk<false>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+        with_flags(flags_of(p.program), [&](auto mask) {
+          visit_chunk<false>(p, pinned<decltype(mask)::value>(p.program), ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+        });
       } else {
-        visit_chunk<true>(p, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+        visit_chunk<true>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       }
       if (!(p.debug & 2)) {
         // chunk-level reductions: the LSE fold, the segments of the chunk, the rotation table's key

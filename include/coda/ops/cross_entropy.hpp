@@ -91,17 +91,18 @@ struct LmHeadLse {
   static constexpr int kRowOutTarget = 0;    // row outputs
   static constexpr int kRowLse = 0;          // row LSE partials
   static constexpr epi::Resources kResources{0, 1, 0, 0, 0};
-  bool has_rstd = false;
-  bool has_logits = false;
+  static constexpr uint32_t kHasRstd = 1, kHasLogits = 2;  // flags
+  static constexpr int kFlagBits = 2;
+  uint32_t flags = 0;
   int32_t ignore_index = CODA_IGNORE_INDEX;
   int classes = 0;  // V: a target outside [0, V) that is not ignore_index gets a NaN logit
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
+    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
     // With stored logits, the statistics use the stored values: dlogits = softmax(stored) - onehot
     // is then exactly consistent with lse (a peaked row would otherwise lose its small gradient).
-    if (has_logits) epi::store_rounded(f, ctx, kOutLogits);
+    if (flags & kHasLogits) epi::store_rounded(f, ctx, kOutLogits);
     epi::row_lse(f, ctx, kRowLse);
     epi::select_target(f, ctx, kRowTargets, kRowOutTarget);
     if (f.n == 0) {  // rows whose target no column holds: 0 when ignored, NaN when out of range

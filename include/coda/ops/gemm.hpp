@@ -41,12 +41,14 @@ struct LinearCombination {
   static constexpr int kAlpha = 0, kBeta = 1;  // scalars
   static constexpr int kTileC = 0;             // tiles
   static constexpr int kOutD = 0;              // outputs
-  bool has_c = false;
+  static constexpr uint32_t kHasC = 1;         // flags
+  static constexpr int kFlagBits = 1;
+  uint32_t flags = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     epi::scale(f, ctx.scalar(kAlpha));
-    if (has_c) epi::add_tile(f, ctx, kTileC, ctx.scalar(kBeta));
+    if (flags & kHasC) epi::add_tile(f, ctx, kTileC, ctx.scalar(kBeta));
     epi::store(f, ctx, kOutD);
   }
 };

@@ -65,12 +65,14 @@ struct QkvSqsum {
   static constexpr int kOutQkv = 0;
   static constexpr int kSegSumSq = 0;
   static constexpr epi::Resources kResources{0, 0, 1, 0, 0};
-  bool has_rstd = false;
+  static constexpr uint32_t kHasRstd = 1;  // flags
+  static constexpr int kFlagBits = 1;
+  uint32_t flags = 0;
   int rope_cols = 0;  // q and k columns
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
+    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
     epi::store(f, ctx, kOutQkv);
     epi::segment_sum_squares(f, ctx, kSegSumSq, rope_cols);
   }

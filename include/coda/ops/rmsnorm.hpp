@@ -71,12 +71,14 @@ struct ResidualRmsNormPartial {
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
   static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};  // a row sum; the residual via TMA; w
-  bool has_residual = false;
+  static constexpr uint32_t kHasResidual = 1;  // flags
+  static constexpr int kFlagBits = 1;
+  uint32_t flags = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     epi::scale(f, ctx.scalar(kAlpha));
-    if (has_residual) epi::add_tile(f, ctx, kTileResidual);
+    if (flags & kHasResidual) epi::add_tile(f, ctx, kTileResidual);
     epi::store(f, ctx, kOutX);
     epi::row_sum_squares(f, ctx, kRowSumSq);  // from fp32 x, before rounding
     epi::col_mul(f, ctx, kColNormWeight);
@@ -90,8 +92,9 @@ struct RmsNormBackward {
   static constexpr int kTileX = 0, kTileDres = 1;  // tiles
   static constexpr int kOutDx = 0, kOutY = 1;      // outputs
   static constexpr int kColDw = 0;                 // column partials
-  bool has_dres = false;
-  bool has_y = false;
+  static constexpr uint32_t kHasDres = 1, kHasY = 2;  // flags
+  static constexpr int kFlagBits = 2;
+  uint32_t flags = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
@@ -105,9 +108,9 @@ struct RmsNormBackward {
       const float xh = ctx.tile(kTileX, f, n) * r;
       const float w = ctx.col(kColNormWeight, f, n);
       float dx = epi::rmsnorm_dx(dy, xh, r, w, c);
-      if (has_dres) dx += ctx.tile(kTileDres, f, n);
+      if (flags & kHasDres) dx += ctx.tile(kTileDres, f, n);
       ctx.store(kOutDx, f, n, dx);
-      if (has_y) ctx.store(kOutY, f, n, xh * w);
+      if (flags & kHasY) ctx.store(kOutY, f, n, xh * w);
       ctx.col_sum(kColDw, f, n, dy * xh);
     }
   }

@@ -72,12 +72,14 @@ struct Rope {
   static constexpr int kColFreq = 0;  // bound periodic: column n reads freqs[(n mod head_dim) / 2]
   static constexpr int kOut = 0;
   static constexpr epi::Resources kResources{0, 0, 0, 0, 0, 1, 1};  // the frequencies; a sin/cos table
-  bool has_rstd = false;
+  static constexpr uint32_t kHasRstd = 1;  // flags
+  static constexpr int kFlagBits = 1;
+  uint32_t flags = 0;
   int rope_cols = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
+    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
     float s, c, x = f.v[0], y = f.v[1];
     ctx.rotation(f, kRowPos, kColFreq, &s, &c);  // theta = pos[m] * freq of the pair
     epi::rotate(&x, &y, s, c);

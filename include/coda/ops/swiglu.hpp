@@ -40,13 +40,14 @@ struct Swiglu {
   static constexpr int kRowRstd = 0;
   static constexpr int kOutO = 0, kOutZ = 1;  // the optional output last: staging is sized to the last used slot
   static constexpr epi::Resources kResources{0, 0, 0, 0, 1 << kOutO};  // o is half-width
-  bool has_rstd = false;
-  bool has_z = false;
+  static constexpr uint32_t kHasRstd = 1, kHasZ = 2;  // flags
+  static constexpr int kFlagBits = 2;
+  uint32_t flags = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (has_rstd) epi::row_mul(f, ctx, kRowRstd);
-    if (has_z) epi::store(f, ctx, kOutZ);
+    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
+    if (flags & kHasZ) epi::store(f, ctx, kOutZ);
     ctx.store(kOutO, f, f.n / 2, epi::swiglu(f.v[0], f.v[1]));  // N is even: ok[1] holds
   }
 };
@@ -55,8 +56,9 @@ struct SwigluBackward {
   static constexpr int kTileZ = 0;
   static constexpr int kOutDz = 0, kOutO = 1;
   static constexpr int kRowZdZ = 0;
-  bool has_o = false;
-  bool has_zdz = false;
+  static constexpr uint32_t kHasO = 1, kHasZdZ = 2;  // flags
+  static constexpr int kFlagBits = 2;
+  uint32_t flags = 0;
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
@@ -71,10 +73,10 @@ struct SwigluBackward {
       epi::swiglu_backward(g, u, f.v[j], &dg, &du);
       ctx.store(kOutDz, f, 2 * n, dg);
       ctx.store(kOutDz, f, 2 * n + 1, du);
-      if (has_o) ctx.store(kOutO, f, n, epi::swiglu(g, u));
+      if (flags & kHasO) ctx.store(kOutO, f, n, epi::swiglu(g, u));
       zdz += g * dg + u * du;
     }
-    if (has_zdz) ctx.row_sum(kRowZdZ, f, zdz);
+    if (flags & kHasZdZ) ctx.row_sum(kRowZdZ, f, zdz);
   }
 };
 
