@@ -89,22 +89,21 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.op = op;
   prob.sm_count = sm_count();
   GemmConfig c = choose_config(prob);
-  // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. A lean epilogue hides
-  // under the other warpgroup's mainloop in the pingpong kernel, so fused programs follow the
-  // plain GEMM's choice (pingpong for K <= 4096; its 256x128 cooperative choice maps to the
-  // 128x256 one), except LSE partials: a 256-column tile owns its granule, while two 128-column
-  // halves merge through a compare-and-swap per row (H200, b648f6e: LM-head loss 1.52x cuBLAS
-  // cooperative against 1.77x pingpong; bench/NOTES.md).
-  const bool coop = c.variant != KernelVariant::k128x128_pp_c2x1 || epi::resources_of<Program>().row_lses > 0;
-  c.variant = coop ? KernelVariant::k128x256_c2x1 : KernelVariant::k128x128_pp_c2x1;
-  if (coop) {
-    const int64_t tm = (prob.m + 127) / 128, tn = (prob.n + 255) / 256;
-    c.raster_n = tn > tm;
-    c.swizzle = 8;
-  }
+  // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. Fused programs run on
+  // the pingpong kernel at every shape: its epilogue hides under the other warpgroup's mainloop,
+  // while the cooperative kernel's does not (H200, 120ddcf, `coda bench --variants`: pingpong
+  // faster on all 14 cases, 1.02-1.22x cuBLAS against 1.06-1.43x, including K = 8192 and 14336
+  // and the LM head, whose 128-column tiles merge each granule's LSE halves; bench/NOTES.md).
+  // The cooperative kernel stays compiled for CODA_FUSED_VARIANT=0 (tests, benchmarks).
+  c.variant = KernelVariant::k128x128_pp_c2x1;
   if (const char* v = std::getenv("CODA_FUSED_VARIANT")) {  // benchmarks: force a compiled variant
     if (std::string(v) == "0") c.variant = KernelVariant::k128x256_c2x1;
     if (std::string(v) == "2") c.variant = KernelVariant::k128x128_pp_c2x1;
+  }
+  if (c.variant == KernelVariant::k128x256_c2x1) {
+    const int64_t tm = (prob.m + 127) / 128, tn = (prob.n + 255) / 256;
+    c.raster_n = tn > tm;
+    c.swizzle = 8;
   }
   L.config = c;
   CODA_TRY(check_staging<Program>(op, L.epi));  // before anything is written

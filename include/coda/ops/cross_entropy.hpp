@@ -105,11 +105,11 @@ struct LmHeadLse {
     if (flags & kHasLogits) epi::store_rounded(f, ctx, kOutLogits);
     epi::row_lse(f, ctx, kRowLse);
     epi::select_target(f, ctx, kRowTargets, kRowOutTarget);
-    if (f.n == 0) {  // rows whose target no column holds: 0 when ignored, NaN when out of range
-      const int t = ctx.row_int(kRowTargets, f);
-      if (t == ignore_index) ctx.row_store(kRowOutTarget, f, 0.0f);
-      else if (t < 0 || t >= classes) ctx.row_store(kRowOutTarget, f, NAN);
-    }
+    // Rows whose target no column holds: 0 when ignored, NaN when out of range. One condition and
+    // a select, so the GPU predicates it instead of branching in every pair.
+    const int t = ctx.row_int(kRowTargets, f);
+    const bool ignored = t == ignore_index;
+    if (f.n == 0 && (ignored || t < 0 || t >= classes)) ctx.row_store(kRowOutTarget, f, ignored ? 0.0f : NAN);
   }
 };
 
