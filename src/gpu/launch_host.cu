@@ -111,7 +111,7 @@ Status bind_output(EpiParams& epi, int slot, const TensorView& t, const char* op
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
   const int64_t box_bytes = std::min<int64_t>((64 >> shift) * es, 128);
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / es), sm90::kTmaBoxRows};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_bytes / es), 64};
   const cuuint32_t elem[2] = {1, 1};
   EncodeTiled encode = encode_fn();
   if (!encode) return Status::cuda_error(std::string(op) + ": the driver does not provide cuTensorMapEncodeTiled");
@@ -152,7 +152,7 @@ Status bind_tma_tile(EpiParams& epi, int slot, const TensorView& t, const char* 
   if (rows <= 1) row_bytes = (cols * 2 + 15) / 16 * 16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {64, sm90::kTmaBoxRows};
+  const cuuint32_t box[2] = {64, 64};
   const cuuint32_t elem[2] = {1, 1};
   EncodeTiled encode = encode_fn();
   if (!encode) return Status::cuda_error(std::string(op) + ": the driver does not provide cuTensorMapEncodeTiled");

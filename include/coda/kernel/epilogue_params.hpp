@@ -10,10 +10,6 @@ namespace coda::sm90 {
 
 constexpr int kEpiSlots = 4;
 
-// Rows of a TMA box of the epilogue's outputs and staged tiles: one warp's share of a 64-row chunk
-// (each warp stores and loads its own rows; coda/kernel/sm90_gemm.cuh).
-constexpr int kTmaBoxRows = 16;
-
 // Storage dtypes as small integers (coda_dtype_t values).
 enum : int { kDtBF16 = 0, kDtFP16 = 1, kDtFP32 = 2, kDtInt32 = 3 };
 
@@ -32,7 +28,7 @@ struct EpiVector {  // per-row (length M) or per-column vector
 };
 
 struct EpiTile {  // an M x cols tensor read by the epilogue
-  CUtensorMap tma;  // TMA-staged tiles (Resources::tma_tiles): box kTmaBoxRows x 128 bytes, 128B swizzle
+  CUtensorMap tma;  // TMA-staged tiles (Resources::tma_tiles): box 64 rows x 128 bytes, 128B swizzle
   const void* ptr = nullptr;
   int64_t ld = 0;  // row stride in elements
   int64_t cols = 0;
@@ -47,7 +43,7 @@ struct EpiPartial {  // an fp32 partial-reduction tensor [rows, cols] with row s
 };
 
 struct EpiOutput {  // an M x cols tensor written through shared memory and TMA
-  CUtensorMap tma;  // box: kTmaBoxRows x min(row bytes of a chunk, 128), swizzled as wide
+  CUtensorMap tma;  // box: 64 rows x 128 bytes, 128-byte swizzle
   int64_t cols = 0;
   int dtype = kDtBF16;
   int defined = 0;

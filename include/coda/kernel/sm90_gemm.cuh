@@ -96,7 +96,7 @@ template <int kSlotBytes>
 struct TileRingStorage<0, kSlotBytes> {};
 template <int kTiles>
 struct TileRingBarriers {
-  uint64_t full[2][2][4];  // [warpgroup][slot][warp]
+  uint64_t full[2][2];  // [warpgroup][slot]
 };
 template <>
 struct TileRingBarriers<0> {};
@@ -164,13 +164,6 @@ struct Sm90Gemm {
   static constexpr int kEpiArenaBytes = 16384;  // per consumer warpgroup
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
-  // NOTES: each warp stages, stores (TMA) and loads (TMA) its own 16 rows of a chunk (the wgmma
-  // accumulator gives warp w rows 16 w .. 16 w + 15), so no warpgroup barrier runs per chunk: with
-  // a barrier pair per chunk and one thread issuing for the warpgroup, the other warps waited at
-  // the barriers for that thread's store-queue wait and TMA issue (ncu, 6ffe2d2: the two chunk
-  // barriers were the epilogue's largest stalls; bench/NOTES.md step t).
-  static constexpr int kWarpRows = kTmaBoxRows;
-  static_assert(kWarpRows * 4 == kChunkRows, "a chunk's rows are the four warps' rows");
 
   // What the program needs beyond same-width outputs (epilogue/program.hpp).
   static constexpr epi::Resources kRes = epi::resources_of<Program>();
@@ -594,24 +587,21 @@ struct Sm90Gemm {
     return r;
   }
 
-  // Issue the TMA loads of warp `warp`'s 16 rows of the chunk at (cm0, cn0) into ring slot seq & 1,
-  // on the warp's own barrier (nothing when the chunk lies outside M x N; rows past M read zeros).
-  // Lane 0 of each warp: the warps of a warpgroup never wait for each other (NOTES at kWarpRows).
+  // Issue the TMA loads of the chunk at (cm0, cn0) into ring slot seq & 1 (nothing when it lies
+  // outside M x N). One thread of the warpgroup.
   CUTE_DEVICE static void issue_tile_loads(const Params& p, uint8_t* ring, uint64_t* full, int seq, int cm0,
-                                           int cn0, int warp) {
+                                           int cn0) {
     if constexpr (kTmaTiles > 0) {
       if (cm0 >= p.m || cn0 >= p.n) return;
-      uint64_t* bar = &full[(seq & 1) * 4 + warp];
+      uint64_t* bar = &full[seq & 1];
       int bytes = 0;
       for (int i = 0; i < kTmaTiles; ++i)
-        if (p.epi.tiles[i].ptr) bytes += kWarpRows * 128;
+        if (p.epi.tiles[i].ptr) bytes += kTileSlotBytes;
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, uint32_t(bytes));
       for (int i = 0; i < kTmaTiles; ++i)
         if (p.epi.tiles[i].ptr)
           tma_load_2d(&p.epi.tiles[i].tma,
-                      cute::cast_smem_ptr_to_uint(ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes +
-                                                  warp * kWarpRows * 128),
-                      bar, cn0, cm0 + warp * kWarpRows);
+                      cute::cast_smem_ptr_to_uint(ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes), bar, cn0, cm0);
     }
   }
   // Global origin of the first chunk of accumulator row block mi (column block 0) of a tile.
@@ -775,16 +765,12 @@ struct Sm90Gemm {
     }
     acc.rot_m = -1;  // the rotation table is refilled for every tile
     acc.rot_phase = -1;
-    // The tile's column vectors into shared memory, between two warpgroup barriers: every warp has
-    // read the previous tile's, and every write lands before any read (the only barriers of a tile).
-    if constexpr (kColVecs > 0) {
-      named_barrier_sync(1 + wg, 128);
+    // The tile's column vectors into shared memory. The previous tile's last chunk read them before
+    // its final barrier; this chunk loop's first barrier orders these writes before any read.
+    CUTE_UNROLL
+    for (int i = 0; i < kColVecs; ++i) {
       CUTE_UNROLL
-      for (int i = 0; i < kColVecs; ++i) {
-        CUTE_UNROLL
-        for (int k = 0; k < kColsPerThread; ++k) colbuf[i * kTileN + t + 128 * k] = tr.col[i][k];
-      }
-      named_barrier_sync(1 + wg, 128);
+      for (int k = 0; k < kColsPerThread; ++k) colbuf[i * kTileN + t + 128 * k] = tr.col[i][k];
     }
 
     // NOTES: the chunks run in a runtime loop with one copy of the program's code: fully unrolled,
@@ -805,18 +791,18 @@ struct Sm90Gemm {
       if (cm0 < p.m && cn0 < p.n) {  // warpgroup-uniform
       trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
-      // 1. the warp's rows of the buffer are free once its store that last used them has read them
-      if (lane == 0) {
+      // 1. the buffer is free once the store that last used it has finished reading it
+      if (t == 0) {
         if (p.epi_buffers == 2) tma_store_wait_read<1>();
         else tma_store_wait_read<0>();
       }
-      __syncwarp();
+      named_barrier_sync(1 + wg, 128);
       trace.mark(kTrBufWait);
       // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
       //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago)
       if constexpr (kTmaTiles > 0) {
         if (ring_on) {
-          if (lane == 0) {
+          if (t == 0) {
             // the next chunk in visiting order: the next 64 columns of this row block while they
             // lie inside N (column blocks are contiguous), else the next row block's first
             int nm0 = cm0, nn0 = cn0 + kChunkCols;
@@ -824,10 +810,9 @@ struct Sm90Gemm {
               nm0 = p.m;  // none
               if (mi + 1 < kMmaM) row_block_origin(mma_thread_idx, mi + 1, gm0, gn0, nm0, nn0);
             }
-            issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0, warp);
+            issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
           }
-          cutlass::arch::ClusterTransactionBarrier::wait(&full[(chunk_count & 1) * 4 + warp],
-                                                         uint32_t((chunk_count >> 1) & 1));
+          cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count & 1], uint32_t((chunk_count >> 1) & 1));
         }
       }
       trace.mark(kTrTileWait);
@@ -923,10 +908,10 @@ struct Sm90Gemm {
         }
       }
       trace.mark(kTrProgram);
-      // 3. publish the warp's rows: generic-proxy writes -> TMA (async proxy) reads
+      // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
       fence_async_shared();
-      __syncwarp();
-      if (lane == 0) {
+      named_barrier_sync(1 + wg, 128);
+      if (t == 0) {
         constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
           const EpiOutput& out = p.epi.outs[o];
@@ -934,9 +919,8 @@ struct Sm90Gemm {
           const int row_bytes = out_cols(o) * es;
           const int box = row_bytes < 128 ? row_bytes : 128;
           for (int bx = 0; bx < row_bytes / box; ++bx) {
-            const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box +
-                                                            warp * kWarpRows * box);
-            tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0 + warp * kWarpRows);
+            const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box);
+            tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0);
           }
         }
         tma_store_commit();
@@ -990,8 +974,7 @@ struct Sm90Gemm {
     if constexpr (kTmaTiles > 0) {
       if (thread_idx == 0) {
         for (int w = 0; w < 2; ++w)
-          for (int b = 0; b < 2; ++b)
-            for (int k = 0; k < 4; ++k) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring_bar.full[w][b][k], 1);
+          for (int b = 0; b < 2; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring_bar.full[w][b], 1);
         cutlass::arch::fence_barrier_init();
       }
     }
@@ -1065,7 +1048,7 @@ struct Sm90Gemm {
       uint64_t* full = nullptr;
       if constexpr (kTmaTiles > 0) {
         ring = &shared.ring.data[wg][0][0][0];
-        full = &shared.ring_bar.full[wg][0][0];
+        full = &shared.ring_bar.full[wg][0];
       }
       const bool ring_on = uses_tile_ring(p.epi);
       float* colbuf = nullptr;
@@ -1092,10 +1075,10 @@ struct Sm90Gemm {
         auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
         const bool run_epilogue = tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1);
         // Tile operands of the tile's first chunk: loaded during the mainloop.
-        if (kTmaTiles > 0 && ring_on && run_epilogue && lane == 0) {
+        if (kTmaTiles > 0 && ring_on && run_epilogue && thread_idx % 128 == 0) {
           int cm0, cn0;
           row_block_origin(mma_thread_idx, 0, tm * kTileM, tn * kTileN, cm0, cn0);
-          issue_tile_loads(p, ring, full, chunk_count, cm0, cn0, warp_in_group);
+          issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
         }
         if (run_epilogue) load_tile_operands(p, tr, tm, tn, mma_thread_idx);
         // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a
@@ -1129,7 +1112,7 @@ struct Sm90Gemm {
           }
         }
       }
-      if (lane == 0) tma_store_wait_read<0>();  // each warp's own stores
+      if (thread_idx % 128 == 0) tma_store_wait_read<0>();
       if (kTrace && trace.on) {
         CUTE_UNROLL
         for (int k = 0; k < kTrCount; ++k) atomicAdd(p.trace + k, static_cast<unsigned long long>(trace.c[k]));
