@@ -70,18 +70,28 @@ CUTE_DEVICE void tma_load_2d(const CUtensorMap* desc, uint32_t smem, uint64_t* b
       : "memory");
 }
 
-// Merge an LSE value into a partial that holds the empty pattern (all bits set, a NaN no merge
+// Merge LSE values into partials that hold the empty pattern (all bits set, a NaN no merge
 // produces: NaN contributions are canonicalized) or the other half's value. epi::lse_merge is
-// symmetric, so the result is the same whichever half arrives first.
-CUTE_DEVICE void lse_merge_into(float* p, float v) {
-  if (v != v) v = __int_as_float(0x7fc00000);
-  auto* w = reinterpret_cast<unsigned int*>(p);
-  unsigned int old = *reinterpret_cast<volatile unsigned int*>(w);
-  while (true) {
-    const float merged = old == 0xffffffffu ? v : epi::lse_merge(__uint_as_float(old), v);
-    const unsigned int seen = atomicCAS(w, old, __float_as_uint(merged));
-    if (seen == old) break;
-    old = seen;
+// symmetric, so the result is the same whichever half arrives first. The first compare-and-swap
+// assumes the empty pattern (the first half to arrive is done in one round trip); one that finds
+// the other half's value merges and retries. The kRows merges run together, so their round trips
+// overlap (NOTES: a load, then a CAS, row after row, cost four L2 round trips per row-block flush).
+template <int kRows>
+CUTE_DEVICE void lse_merge_into(float* const (&p)[kRows], const float (&v)[kRows], const bool (&on)[kRows]) {
+  constexpr unsigned int kEmpty = 0xffffffffu;
+  unsigned int want[kRows], old[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    want[r] = v[r] != v[r] ? 0x7fc00000u : __float_as_uint(v[r]);
+    old[r] = on[r] ? atomicCAS(reinterpret_cast<unsigned int*>(p[r]), kEmpty, want[r]) : kEmpty;
+  }
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    while (old[r] != kEmpty) {  // the other half was there: merge with it
+      const unsigned int merged = __float_as_uint(epi::lse_merge(__uint_as_float(old[r]), __uint_as_float(want[r])));
+      const unsigned int seen = atomicCAS(reinterpret_cast<unsigned int*>(p[r]), old[r], merged);
+      old[r] = seen == old[r] ? kEmpty : seen;
+    }
   }
 }
 
@@ -676,6 +686,10 @@ struct Sm90Gemm {
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
     const bool writer = (threadIdx.x & 3) == 0;
     const int gn0 = tile_n * kTileN;
+    constexpr int kLseMerges = kRes.row_lses > 0 ? 2 * kRes.row_lses : 1;  // (partial, row half) pairs
+    float* lse_ptr[kLseMerges] = {};
+    float lse_val[kLseMerges] = {};
+    bool lse_on[kLseMerges] = {};
     CUTE_UNROLL
     for (int b = 0; b < 2; ++b) {
       const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
@@ -704,9 +718,12 @@ struct Sm90Gemm {
           l.merge(o);
         }
         const EpiPartial& P = p.epi.row_lses[r];
-        if (live && P.ptr) {
-          if constexpr (kTileN == 256) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
-          else lse_merge_into(P.ptr + int64_t(m) * P.ld + gn0 / 256, l.value());
+        if constexpr (kTileN == 256) {
+          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
+        } else {  // merged below, all rows together
+          lse_on[2 * r + b] = live && P.ptr;
+          lse_ptr[2 * r + b] = P.ptr + int64_t(m) * P.ld + gn0 / 256;
+          lse_val[2 * r + b] = l.value();
         }
       }
       CUTE_UNROLL
@@ -730,6 +747,7 @@ struct Sm90Gemm {
         }
       }
     }
+    if constexpr (kRes.row_lses > 0 && kTileN != 256) lse_merge_into(lse_ptr, lse_val, lse_on);
   }
 
   template <int OutDt, int TileDt, class Accum>
