@@ -56,8 +56,6 @@
 //                                  (output column n / 2 for accumulator pair (n, n + 1))
 //   col_vecs                       column vectors 0 .. n-1 it reads (staged once per tile)
 //   rotation                       1 if it calls ctx.rotation (the GPU keeps a sin/cos table)
-//   outs                           output slots it stages (default 1; the GPU sizes its staging
-//                                  arena so that two chunks of all of them fit: double buffering)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -81,15 +79,7 @@ struct Resources {
   int half_outs = 0;
   int col_vecs = 0;
   int rotation = 0;
-  int outs = 1;
 };
-
-// Bytes of one 64 x 64 chunk of a program's 16-bit outputs (half-width ones hold 32 columns).
-constexpr int staged_chunk_bytes(const Resources& r) {
-  int bytes = 0;
-  for (int o = 0; o < r.outs; ++o) bytes += 64 * 2 * (64 >> ((r.half_outs >> o) & 1));
-  return bytes;
-}
 
 // The entry of a column vector that column n reads: (n mod period) / step, period 0 meaning none
 // (RoPE frequencies, one per pair of a head: period head_dim, step 2). Both backends' bindings.

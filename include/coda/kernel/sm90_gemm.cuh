@@ -171,18 +171,12 @@ struct Sm90Gemm {
   static constexpr int kClusterN = size<1>(ClusterShape{});
   static constexpr int kThreads = 384;
   static constexpr bool kPingpongV = kPingpong;
+  static constexpr int kEpiArenaBytes = 16384;  // per consumer warpgroup
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
 
   // What the program needs beyond same-width outputs (epilogue/program.hpp).
   static constexpr epi::Resources kRes = epi::resources_of<Program>();
-  // The staging arena per consumer warpgroup: two chunks of the program's 16-bit outputs, at least
-  // 16 KiB (fp32 outputs take twice the bytes: one buffer where two do not fit, buffers_for).
-  // NOTES: with one buffer, a two-output program waited at every chunk for the previous chunk's
-  // store to be read (ncu, 6ffe2d2, 1B o-proj: the largest stall of its epilogue); the second
-  // buffer costs one mainloop stage there (5 -> 4; bench/NOTES.md step v).
-  static constexpr int kEpiArenaBytes =
-      2 * epi::staged_chunk_bytes(kRes) > 16384 ? 2 * epi::staged_chunk_bytes(kRes) : 16384;
   static constexpr bool kHasPartials = kRes.row_sums + kRes.row_lses + kRes.seg_sums > 0;
   // Partials are flushed per accumulator row block. A 256-column tile owns its granule (plain
   // stores); a 128-column tile holds half of one and adds its half atomically to a zeroed tensor

@@ -70,7 +70,7 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1, 0, 2};  // a row sum; the residual via TMA; w; x and h
+  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};  // a row sum; the residual via TMA; w
   static constexpr uint32_t kHasResidual = 1;  // flags
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;

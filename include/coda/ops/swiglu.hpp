@@ -39,7 +39,7 @@ namespace programs {
 struct Swiglu {
   static constexpr int kRowRstd = 0;
   static constexpr int kOutO = 0, kOutZ = 1;  // the optional output last: staging is sized to the last used slot
-  static constexpr epi::Resources kResources{0, 0, 0, 0, 1 << kOutO, 0, 0, 2};  // o is half-width; o and z
+  static constexpr epi::Resources kResources{0, 0, 0, 0, 1 << kOutO};  // o is half-width
   static constexpr uint32_t kHasRstd = 1, kHasZ = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;
