@@ -12,12 +12,14 @@ visit covers 16 pairs per thread, so instructions / 16 = SASS instructions per p
 Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
 Build with -lineinfo (the default build does). The compiler may share code between the interior
 and the edge visit and attribute it to either; for unambiguous counts compile the kernel with
--DCODA_SASS_INTERIOR_ONLY (one visit per chunk, for measurement only), e.g. one kernel:
+-DCODA_SASS_INTERIOR_ONLY (one visit per chunk, for measurement only). The interior visit is compiled
+once per combination of the program's switch bits (Program::flags); -DCODA_SASS_FLAGS=MASK keeps the
+combination MASK only, so the count is that of one visit. E.g. one kernel:
 
     printf '#include "fused_instances.hpp"\nnamespace coda::sm90 {\nCODA_GEMM_INSTANTIATE(cutlass::bfloat16_t, true, true, 2, ::coda::programs::Rope)\n}\n' > k.cu
     nvcc -Iinclude -Isrc/gpu -I$CUTLASS/include -I$CUTLASS/tools/util/include -std=c++17 -O3 \
       -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo \
-      -DCODA_SASS_INTERIOR_ONLY -cubin -o k.cubin k.cu
+      -DCODA_SASS_INTERIOR_ONLY -DCODA_SASS_FLAGS=1 -cubin -o k.cubin k.cu
     scripts/sass_epilogue.py k.cubin            # nvdisasm: pip package nvidia-cuda-nvdisasm
 """
 import argparse

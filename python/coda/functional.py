@@ -170,12 +170,40 @@ def _swiglu(z):
     return g, u, torch.sigmoid(g)
 
 
+def _gate_up(z):
+    """Views of the gate and up columns of an interleaved z [M, 2F] (any row stride)."""
+    zz = z.unflatten(1, (-1, 2))
+    return zz[..., 0], zz[..., 1]
+
+
+def _swiglu_value(z):
+    """o = silu(g) u recomputed from the saved z: fp32 math rounded once, as the forward's epilogue
+    computed it; float64 on the reference path."""
+    if z.dtype == F64:
+        g, u, s = _swiglu(z)
+        return g * s * u
+    g, u = _gate_up(z)
+    o = torch.empty(g.shape, dtype=z.dtype, device=z.device)
+    return torch.mul(torch.nn.functional.silu(g.float()), u, out=o)
+
+
 def _swiglu_backward(do, z):
-    """dg = do u s (1 + g (1 - s)), du = do silu(g) (coda-math.md 5.3), interleaved like z."""
-    g, u, s = _swiglu(z)
-    do = do.to(g.dtype)
-    dz = torch.stack((do * u * s * (1 + g * (1 - s)), do * g * s), dim=2)
-    return dz.reshape(z.shape).to(z.dtype)
+    """dg = do u s (1 + g (1 - s)), du = do silu(g) (coda-math.md 5.3), interleaved like z.
+
+    In z's storage dtype with PyTorch's silu kernels, rounding where the unfused (eager) graph
+    does: do u and silu(g) are rounded once each (NOTES: the same math in fp32 temporaries made
+    about a dozen passes over [M, 2F] fp32 tensors, ~4 ms per layer at the 1B shape; this is four
+    passes in bf16). float64 on the reference path."""
+    if z.dtype == F64:
+        g, u, s = _swiglu(z)
+        dz = torch.stack((do * u * s * (1 + g * (1 - s)), do * g * s), dim=2)
+        return dz.reshape(z.shape)
+    g, u = _gate_up(z)
+    do = do.to(z.dtype)
+    dz = torch.empty((*g.shape, 2), dtype=z.dtype, device=z.device)
+    torch.mul(do, torch.nn.functional.silu(g), out=dz[..., 1])
+    torch.ops.aten.silu_backward.grad_input(do * u, g, grad_input=dz[..., 0])
+    return dz.flatten(1)
 
 
 def _rope(t, positions, freqs, heads, inverse=False):
@@ -352,8 +380,7 @@ class _Llama3Block(torch.autograd.Function):
         if g2 is None:
             return (None,) * 12
         # 4-5: the SwiGLU backward of dy1 = dx w2, dw2 = dx^T y1 (y1 recomputed from z1)
-        g, u, s = _swiglu(z1)
-        dy1, dw2, g2 = _linear_backward(g2, (g * s * u).to(dt), w2, True, need[4])
+        dy1, dw2, g2 = _linear_backward(g2, _swiglu_value(z1), w2, True, need[4])
         dz1 = _swiglu_backward(dy1, z1)
         # 6-7: the rmsnorm-backward epilogue of dz1 w1 (+= the residual grad), dw1, dy0, dw0
         h1 = (x1.to(_acc(dt)) * wn0.to(_acc(dt))).to(dt)

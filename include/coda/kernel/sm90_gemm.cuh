@@ -545,6 +545,12 @@ struct Sm90Gemm {
   // f(std::integral_constant<uint32_t, mask>) for the runtime combination `mask`.
   template <uint32_t kMask = 0, class F>
   CUTE_DEVICE static void with_flags(uint32_t mask, F&& f) {
+#ifdef CODA_SASS_FLAGS  // scripts/sass_epilogue.py: only this combination is compiled (exact counts)
+    if constexpr (true) {
+      f(std::integral_constant<uint32_t, uint32_t(CODA_SASS_FLAGS) & ((1u << kFlagBits) - 1)>{});
+      return;
+    }
+#endif
     if constexpr (kMask + 1 < (1u << kFlagBits)) {
       if (mask != kMask) {
         with_flags<kMask + 1>(mask, f);
