@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [bench-args...]
+#   scripts/device-run.sh [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
 # Default: smoke abi tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
 # abi: tests/abi through ctest (libcoda.so's exports; every C entry point from a python3 that has
 # imported torch, with one GEMM on torch's CUDA tensors).
@@ -9,6 +9,8 @@
 # (docs/peers.md) into $OUT/peers.json, then bench/compare.py prints coda's ratio next to
 # torch.compile's (compare.txt) when $OUT/bench.json is there too. Bench args (name filters) are
 # passed to both, wherever they stand on the command line.
+# train (not a default step): examples/train_llama.py on one GPU (coda, eager, compile; about 3
+# minutes on an H200), its records and plot copied to $OUT (docs/training.md).
 # Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
 # CUTLASS headers).
 set -uo pipefail
@@ -82,6 +84,14 @@ for s in "${steps[@]}"; do
       if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
         python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" | tee "$OUT/compare.txt"
       fi
+      ;;
+    train)
+      log "train: examples/train_llama.py on one GPU"
+      CODA_LIBRARY="$root/build/lib/libcoda.so" PYTHONPATH="$root/python" timeout 480 \
+        python3 examples/train_llama.py --out "$root/out/train" >"$OUT/train.log" 2>&1
+      log "train rc=$?"
+      grep -v "it/s\]" "$OUT/train.log" | tail -n 12
+      cp "$root"/out/train/train.* "$OUT/" 2>/dev/null
       ;;
     *) ;;  # a bench arg (collected above)
   esac
