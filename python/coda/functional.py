@@ -192,8 +192,8 @@ def _swiglu_backward(do, z):
 
     In z's storage dtype with PyTorch's silu kernels, rounding where the unfused (eager) graph
     does: do u and silu(g) are rounded once each (NOTES: the same math in fp32 temporaries made
-    about a dozen passes over [M, 2F] fp32 tensors, ~4 ms per layer at the 1B shape; this is four
-    passes in bf16). float64 on the reference path."""
+    about a dozen passes over fp32 tensors the size of z; this is four passes in bf16). float64 on
+    the reference path."""
     if z.dtype == F64:
         g, u, s = _swiglu(z)
         dz = torch.stack((do * u * s * (1 + g * (1 - s)), do * g * s), dim=2)

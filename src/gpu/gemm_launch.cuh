@@ -81,7 +81,7 @@ Status launch_traced(cudaLaunchConfig_t& cfg, KernelFn kernel, typename Kernel::
                "trace %dx%dx%d %s: cycles per tile: turn-mma %.0f mma %.0f convert %.0f epilogue %.0f | per chunk "
                "(%.1f per tile): buffer %.0f tiles %.0f program %.0f publish %.0f flush %.0f\n",
                p.m, p.n, p.k, Kernel::kPingpongV ? "pingpong" : "cooperative", c[Kernel::kTrOrderMma] / tiles,
-               c[Kernel::kTrMma] / tiles, c[Kernel::kTrOrderEpi] / tiles,
+               c[Kernel::kTrMma] / tiles, c[Kernel::kTrConvert] / tiles,
                (c[Kernel::kTrBufWait] + c[Kernel::kTrTileWait] + c[Kernel::kTrProgram] + c[Kernel::kTrPublish] +
                 c[Kernel::kTrFlush]) / tiles,
                chunks / tiles, c[Kernel::kTrBufWait] / chunks, c[Kernel::kTrTileWait] / chunks,

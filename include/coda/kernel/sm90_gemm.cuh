@@ -281,7 +281,7 @@ struct Sm90Gemm {
   enum TracePhase {
     kTrOrderMma,  // waiting for the warpgroup's turn at the tensor cores
     kTrMma,       // mainloop (issue and tail)
-    kTrOrderEpi,  // after the mainloop, before the epilogue (operand conversion; epilogues take no turns)
+    kTrConvert,   // after the mainloop: the tile's row and column operands to values
     kTrBufWait,   // per chunk: the staging buffer's previous TMA store, and the warpgroup barrier
     kTrTileWait,  // per chunk: the staged tile operands (issue of the next chunk's and wait)
     kTrProgram,   // per chunk: row selects, the program over the pairs, chunk-level reductions
@@ -546,11 +546,9 @@ struct Sm90Gemm {
   template <uint32_t kMask = 0, class F>
   CUTE_DEVICE static void with_flags(uint32_t mask, F&& f) {
 #ifdef CODA_SASS_FLAGS  // scripts/sass_epilogue.py: only this combination is compiled (exact counts)
-    if constexpr (true) {
-      f(std::integral_constant<uint32_t, uint32_t(CODA_SASS_FLAGS) & ((1u << kFlagBits) - 1)>{});
-      return;
-    }
-#endif
+    (void)mask;
+    f(std::integral_constant<uint32_t, uint32_t(CODA_SASS_FLAGS) & ((1u << kFlagBits) - 1)>{});
+#else
     if constexpr (kMask + 1 < (1u << kFlagBits)) {
       if (mask != kMask) {
         with_flags<kMask + 1>(mask, f);
@@ -558,6 +556,7 @@ struct Sm90Gemm {
       }
     }
     f(std::integral_constant<uint32_t, kMask>{});
+#endif
   }
 
   // Fold the chunk's buffered LSE values into the running state of each of the thread's rows: one
@@ -1121,7 +1120,7 @@ struct Sm90Gemm {
         }
         trace.mark(kTrMma);
         if (run_epilogue) convert_tile_operands(p, tr);
-        trace.mark(kTrOrderEpi);
+        trace.mark(kTrConvert);
         if (run_epilogue) {
           // uniform: one compact path per (output dtype, staged tile dtype)
           bool fp16_tiles = false;
