@@ -41,7 +41,7 @@ extern "C" {
 /* Granularity of the partial reductions written by fused epilogues. A per-row partial tensor of an
  * M x N GEMM has ceil(N / CODA_PARTIAL_COLS) columns; a per-column partial tensor has
  * ceil(M / CODA_PARTIAL_ROWS) rows. */
-#define CODA_PARTIAL_COLS 256
+#define CODA_PARTIAL_COLS 128
 #define CODA_PARTIAL_ROWS 128
 
 /* Target value of a cross-entropy row that is ignored (PyTorch's default). */

@@ -14,7 +14,7 @@ LIBRARY_NAME = "libcoda.so"
 
 # coda.h's constants.
 MAX_RANK = 4
-PARTIAL_COLS = 256
+PARTIAL_COLS = 128
 PARTIAL_ROWS = 128
 IGNORE_INDEX = -100
 

@@ -199,7 +199,7 @@ def _(a, b, residual, norm_weight, alpha):
 
 
 def gemm_residual_rmsnorm_partial(a, b, norm_weight, residual=None, alpha=1.0):
-    """x = alpha a b^T (+ residual), h = x * norm_weight, and the per-256-column partial sums of x^2
+    """x = alpha a b^T (+ residual), h = x * norm_weight, and the per-128-column (PARTIAL_COLS) partial sums of x^2
     (finish with rms_finish). Returns (x, h, partials)."""
     return torch.ops.coda.gemm_residual_rmsnorm_partial(a, b, residual, norm_weight, alpha)
 
@@ -433,7 +433,7 @@ _gemm_rmsnorm_lse.register_fake(_lse_fake)
 
 
 def gemm_lse(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, save_logits=False):
-    """LM head statistics: per-256-column LSE partials [M, ceil(V / 256)] and the target logit [M]
+    """LM head statistics: per-128-column (PARTIAL_COLS) LSE partials [M, ceil(V / 128)] and the target logit [M]
     of logits = (rstd *) a b^T, the logits [M, V] themselves only with save_logits. Returns
     (lse_partials, target_logit), or (logits, lse_partials, target_logit) with save_logits."""
     logits, partials, target_logit = torch.ops.coda.gemm_lse(a, b, rstd, targets, ignore_index, save_logits)

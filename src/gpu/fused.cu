@@ -32,8 +32,7 @@ Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
   return {};
 }
 
-// GPU rules on the tile outputs, checked before anything is written (the partials are zeroed
-// before the launch): one dtype per launch; the epilogue stages 64 rows of every output per chunk
+// GPU rules on the tile outputs, checked before anything is written: one dtype per launch; the epilogue stages 64 rows of every output per chunk
 // in 16 KiB per warpgroup (half-width outputs take half), so fp32 outputs of two-output operators
 // do not fit.
 template <class Program>
@@ -56,13 +55,6 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
                                  ": these fp32 tile outputs do not fit the epilogue's staging buffer (16 KiB per 64-row "
                                  "chunk); use bf16 or fp16 outputs for this operator");
   return {};
-}
-
-Status zero(const char* op, const sm90::EpiPartial& t, int64_t rows, cudaStream_t stream, int byte = 0) {
-  const cudaError_t e = cudaMemsetAsync(t.ptr, byte, static_cast<size_t>(rows * t.ld) * sizeof(float), stream);
-  if (e == cudaSuccess) return {};
-  cudaGetLastError();
-  return Status::cuda_error(std::string(op) + ": zeroing the partials failed: " + cudaGetErrorString(e));
 }
 
 // Launch a fused program on a [M, K] x b [N, K] (forward form only).
@@ -109,16 +101,6 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   CODA_TRY(check_staging<Program>(op, L.epi));  // before anything is written
   if (env_on("CODA_PRINT_CONFIG"))
     std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
-  // A 128-column tile adds half of each 256-column granule atomically: start from zeros.
-  const int tile_n = variant_tile_n(c.variant);
-  for (int i = 0; i < sm90::kEpiSlots; ++i) {
-    const sm90::EpiPartial& rs = L.epi.row_sums[i];
-    if (rs.ptr && tile_n < CODA_PARTIAL_COLS) CODA_TRY(zero(op, rs, L.m, stream));
-    const sm90::EpiPartial& ss = L.epi.seg_sums[i];
-    if (ss.ptr && (int64_t{1} << ss.seg_shift) > tile_n) CODA_TRY(zero(op, ss, L.m, stream));
-    const sm90::EpiPartial& ls = L.epi.row_lses[i];  // halves merge into the "empty" pattern
-    if (ls.ptr && tile_n < CODA_PARTIAL_COLS) CODA_TRY(zero(op, ls, L.m, stream, 0xff));
-  }
   const bool bf16 = a.dtype() == DType::kBF16;
   if (c.variant == KernelVariant::k128x128_pp_c2x1)
     return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, true, 2, Program>(L, stream)
@@ -245,7 +227,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const int64_t segs = qk_segments(args.heads.head_dim, CODA_PARTIAL_COLS);
   const int64_t seg_cols = args.heads.head_dim / segs;
-  if (CODA_PARTIAL_COLS / seg_cols > 8)
+  if (seg_cols < 32)  // at most 8 segments per 256-column tile (Sm90Gemm::kMaxSegs)
     return Status::not_supported(std::string(op) + ": argument 'heads' has head_dim " +
                                  std::to_string(args.heads.head_dim) + "; the GPU kernel needs head_dim >= 32");
   if (args.a.rows() == 0) return {};

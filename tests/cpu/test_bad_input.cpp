@@ -269,7 +269,7 @@ TEST(BadInput, QkNorm) {
   const std::function<Status(const S&)> run_s = [](const S& a) { return emu::gemm_qkv_sqsum(a); };
   expect_rejected<S>("head dim vs grain", make_s,
                      [](S& a) { a.heads.head_dim = 96; a.b.desc.sizes[0] = 4 * 96; a.qkv_out.desc.sizes[1] = 4 * 96; },
-                     run_s, "gemm_qkv_sqsum", "heads.head_dim", "divide 256");
+                     run_s, "gemm_qkv_sqsum", "heads.head_dim", "divide 128");
   expect_rejected<S>("sumsq width", make_s, [](S& a) { a.sumsq_out.desc.sizes[1] = 4; }, run_s, "gemm_qkv_sqsum",
                      "sumsq_out", "[5, 3]");
   using Q = QkNormRopeArgs;
@@ -296,7 +296,8 @@ TEST(BadInput, QkNorm) {
 
 LmHeadLseArgs make_lse(Case& c) {
   return {c.in(kBF16, 4, 16), c.in(kBF16, 300, 16), c.vec(kFP32, 4, 1.0f), c.ints({0, 299, -100, 7}),
-          CODA_IGNORE_INDEX, c.out(kBF16, 4, 304).row_slice(0, 4), c.out(kFP32, 4, 2), c.out(kFP32, 4, 0)};
+          CODA_IGNORE_INDEX, c.out(kBF16, 4, 304).row_slice(0, 4), c.out(kFP32, 4, ceil_div(300, CODA_PARTIAL_COLS)),
+          c.out(kFP32, 4, 0)};
 }
 
 TEST(BadInput, LmHead) {
@@ -313,7 +314,7 @@ TEST(BadInput, LmHead) {
                      [](A& a) { static_cast<int32_t*>(a.targets.data())[1] = 300; }, run, op, "targets", "outside [0, 300)");
   expect_rejected<A>("ignore index is a class", make, [](A& a) { a.ignore_index = 5; }, run, op, "ignore_index");
   expect_rejected<A>("lse partial width", make, [](A& a) { a.lse_partials.desc.sizes[1] = 1; }, run, op,
-                     "lse_partials", "[4, 2]");
+                     "lse_partials", "[4, " + std::to_string(ceil_div(300, CODA_PARTIAL_COLS)) + "]");
   using L = LseFinishArgs;
   expect_rejected<L>("lse length", [](Case& c) { return L{c.dense(kFP32, 4, 2), c.out(kFP32, 4, 0)}; },
                      [](L& a) { a.lse_out.desc.sizes[0] = 5; }, [](const L& a) { return emu::lse_finish(a); },

@@ -99,25 +99,5 @@ TEST(Numeric, RopeAngleReductionIsExactForLargePositions) {
   EXPECT_GT(worst_naive, 100 * worst);
 }
 
-// The GPU merges the LSE of two half granules with lse_merge in whichever order they arrive: the
-// result must not depend on the order, and must be log(exp a + exp b).
-TEST(Numeric, LseMergeIsSymmetricAndExact) {
-  CODA_SEEDED_RNG(rng);
-  for (int i = 0; i < 100000; ++i) {
-    const float a = static_cast<float>(rng.normal(10.0)), b = static_cast<float>(rng.normal(10.0));
-    const float ab = epi::lse_merge(a, b), ba = epi::lse_merge(b, a);
-    ASSERT_EQ(float_bits(ab), float_bits(ba)) << a << " " << b;
-    const double want = std::max<double>(a, b) + std::log1p(std::exp(-std::fabs(double(a) - double(b))));
-    ASSERT_NEAR(ab, want, 4e-7 * std::max(1.0, std::fabs(want)));
-  }
-  const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(epi::lse_merge(-inf, 3.0f), 3.0f);
-  EXPECT_EQ(epi::lse_merge(3.0f, -inf), 3.0f);
-  EXPECT_EQ(epi::lse_merge(-inf, -inf), -inf);
-  EXPECT_EQ(epi::lse_merge(inf, inf), inf);
-  EXPECT_EQ(epi::lse_merge(inf, 2.0f), inf);
-  EXPECT_TRUE(std::isnan(epi::lse_merge(NAN, 2.0f)) && std::isnan(epi::lse_merge(2.0f, NAN)));
-}
-
 }  // namespace
 }  // namespace coda

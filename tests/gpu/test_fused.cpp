@@ -294,8 +294,9 @@ TEST_F(GpuOps, LmHeadVocab128256And32003) {
     la.workspace_bytes = ws.bytes();
     CODA_ASSERT_OK(lm_head_loss(la));
     fetch(loss2), fetch(rl2);
-    EXPECT_LT(static_cast<double>(ws.bytes()), 0.01 * static_cast<double>(s.m * s.v * 2))
-        << "the logits-free loss's workspace must stay under 1% of the bf16 logits";
+    // Per row: one fp32 partial per 128 columns, lse and the target logit: 1.6% of the bf16 logits.
+    EXPECT_LT(static_cast<double>(ws.bytes()), 0.02 * static_cast<double>(s.m * s.v * 2))
+        << "the logits-free loss's workspace must stay under 2% of the bf16 logits";
 
     std::vector<int32_t> t_s;
     for (int64_t i : rows) t_s.push_back(t[static_cast<size_t>(i)]);
@@ -350,7 +351,7 @@ TEST_F(GpuOps, BadInputWritesNothing) {
   Dual res = random_dual(g(), kBF16, m, n, 1.0f);
   Dual res32 = random_dual(g(), kFP32, m, n, 1.0f);
   Dual norm = vec_dual(Vec(static_cast<size_t>(n), 1.0), kBF16);
-  Dual x = out_dual(kBF16, m, n), h = out_dual(kBF16, m, n), p = partial_dual(m, 2);
+  Dual x = out_dual(kBF16, m, n), h = out_dual(kBF16, m, n), p = partial_dual(m, ceil_div(n, CODA_PARTIAL_COLS));
   HostTensor host_a = HostTensor::matrix(kBF16, m, k, test::padded_stride(kBF16, k));
   auto expect = [](const Status& s, coda_status_t code, const std::string& needle) {
     EXPECT_EQ(s.code(), code) << s.message();

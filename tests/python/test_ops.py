@@ -105,18 +105,21 @@ def test_gemm_empty(gen):
 
 
 def test_residual_rmsnorm_partial_and_finish(gen):
-    m, n, k = 33, 296, 48  # two column granules, the second partial
+    m, n, k = 33, 296, 48  # three column granules of 128, the last partial
     a, w, res = randn(gen, m, k), randn(gen, n, k, sd=0.3), randn(gen, m, n)
     g = (1 + 0.2 * torch.randn(n, generator=gen)).to(BF16)
     x, h, p = coda.gemm_residual_rmsnorm_partial(a, w, g, residual=res)
     r = coda.rms_finish(p, n, 1e-5)
-    assert p.shape == (m, 2) and r.shape == (m,) and r.dtype == torch.float32
+    g_cols = coda.PARTIAL_COLS
+    assert p.shape == (m, -(-n // g_cols)) and r.shape == (m,) and r.dtype == torch.float32
     ab = a.to(F64) @ w.to(F64).t()
     x64, xu = ab + res.to(F64), rounded(rounded(ab) + res.to(F64))
     assert_rule("x", x, x64, xu)
     assert_rule("h", h, x64 * g.to(F64), rounded(xu * g.to(F64)))
-    p64 = torch.stack([x64[:, :256].pow(2).sum(1), x64[:, 256:].pow(2).sum(1)], dim=1)
-    assert_rule("partials", p, p64, torch.stack([xu[:, :256].pow(2).sum(1), xu[:, 256:].pow(2).sum(1)], dim=1))
+    def granules(t):
+        return torch.stack([c.pow(2).sum(1) for c in t.split(g_cols, dim=1)], dim=1)
+
+    assert_rule("partials", p, granules(x64), granules(xu))
     assert_rule("rstd", r, torch.rsqrt(x64.pow(2).mean(1) + 1e-5), torch.rsqrt(xu.pow(2).mean(1) + 1e-5))
 
     # In place of the residual: the same bits.

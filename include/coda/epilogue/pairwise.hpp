@@ -39,47 +39,44 @@ CODA_HD void swiglu_backward(float g, float u, float dout, float* dg, float* du)
 
 // RoPE angle in turns, reduced exactly to [-0.5, 0.5).
 //
-// NOTES: theta = pos * f (f in turns per position, fp32) is formed as an exact integer product
-// pos * mantissa(f) (< 2^56), and the integer turns are dropped by shifting them out of a 64-bit
-// fixed-point fraction, so the fractional turn carries no error from the size of pos; only its
-// final rounding to fp32 (< 2^-25 turns) remains. A plain fp32 pos * freq loses ~pos * 2^-24
-// radians (0.008 rad at pos 131072). Written without branches (selects and 32-bit funnel shifts):
-// the GPU fills 16 angles at a time, and with a branch per case each angle waited for the last
-// (~400 cycles apiece on an H200). fp64 (one exact product, one rounding to integer) measured slower.
-// The frequency's part (RopeFreq) is decoded once per frequency: the GPU's table fill reuses it for
-// both rows of a pair slot, half of the per-angle work (bench/NOTES.md, step p).
+// NOTES: theta = pos * f (f in turns per position, fp32 |f|) is reduced in fixed point, so the
+// fractional turn carries no error from the size of pos. With f = mant * 2^-s, the fraction's top 32
+// bits are F = low32(pos * mant * 2^(32 - s)): one 32 x 32 -> 64-bit product of pos and a per-
+// frequency multiplier m, shifted right by a per-frequency amount sh <= 32 (the bits below 2^-32
+// turns are dropped; s > 64 also drops mant's low bits, < 2^-32 turns for pos < 2^31). Read as a
+// signed 32-bit integer F is the angle already wrapped to [-1/2, 1/2) turns; its conversion to fp32
+// rounds once more (|error| < 2^-26 + 2^-32 turns in all). A plain fp32 pos * freq loses
+// ~pos * 2^-24 radians (0.008 rad at pos 131072). Per angle the GPU executes one wide multiply, one
+// funnel shift, one conversion and one multiply: the table fill of 16 angles ran ~20 instructions
+// an angle with a 64-bit fraction and its u64 -> fp32 conversion, 14% of the 1B QKV projection's
+// time (bench/NOTES.md step y). The frequency's part (RopeFreq) is decoded once per frequency: the
+// GPU's table fill reuses it for both rows of a pair slot.
 struct RopeFreq {
-  uint32_t mant;  // f = mant * 2^-s
-  int s, k, kk;   // k: left shift that drops the whole turns (0 when s >= 64); kk = k mod 32
-  float scale;    // 2^-64 * 2^-(s - 64) for s > 64
+  uint32_t m;   // multiplier
+  uint32_t sh;  // right shift of the 64-bit product, 0..32
 };
 CODA_HD RopeFreq rope_freq(float f_turns) {
   const uint32_t b = float_bits(f_turns) & 0x7fffffffu;
   const uint32_t e = b >> 23;
+  const uint32_t mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
+  const int s = 150 - static_cast<int>(e != 0 ? e : 1u);  // f = mant * 2^-s
+  // s <= 32: pos * f * 2^32 is an integer whose low 32 bits are those of pos * low32(mant << (32 - s))
+  // (0 from a shift of 32 on: whole turns only). Selects, not branches: the GPU decodes 8 at a time.
+  const uint32_t lo = s <= 0 ? 0u : mant << (32 - s < 32 ? 32 - s : 0);
+  const uint32_t hi = s >= 96 ? 0u : mant >> (s > 64 ? s - 64 : 0);
   RopeFreq d;
-  d.mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-  d.s = 150 - static_cast<int>(e != 0 ? e : 1u);
-  // s < 64: the whole turns shift out of a = prod << (64 - s); s >= 64: prod is all fraction, a =
-  // prod. Then t = a * 2^-64 * 2^-(s - 64): power-of-two scalings of one rounding.
-  d.k = d.s < 64 ? 64 - d.s : 0;
-  d.kk = d.k & 31;
-  const int x = d.s > 64 ? d.s - 64 : 0;  // at most 85: 2^-x is a normal float
-  d.scale = bits_float(static_cast<uint32_t>(127 - x) << 23) * 5.42101086242752217e-20f;  // exact: powers of two
+  d.m = s <= 32 ? lo : hi;
+  d.sh = static_cast<uint32_t>(s <= 32 ? 0 : (s <= 64 ? s - 32 : 32));
   return d;
 }
 CODA_HD float rope_turns(uint32_t pos, const RopeFreq& d) {
-  const uint64_t prod = static_cast<uint64_t>(pos) * d.mant;
-  const uint32_t lo = static_cast<uint32_t>(prod), hi = static_cast<uint32_t>(prod >> 32);
+  const uint64_t prod = static_cast<uint64_t>(pos) * d.m;
 #if CODA_DEVICE_CODE
-  const uint32_t hi_k = __funnelshift_l(lo, hi, d.kk);
+  const uint32_t fr = __funnelshift_rc(static_cast<uint32_t>(prod), static_cast<uint32_t>(prod >> 32), d.sh);
 #else
-  const uint32_t hi_k = d.kk ? (hi << d.kk) | (lo >> (32 - d.kk)) : hi;
+  const auto fr = static_cast<uint32_t>(prod >> d.sh);
 #endif
-  const uint32_t lo_k = lo << d.kk;
-  const uint64_t a = d.k >= 32 ? static_cast<uint64_t>(lo_k) << 32 : (static_cast<uint64_t>(hi_k) << 32) | lo_k;
-  float t = static_cast<float>(a) * d.scale;
-  t = t >= 0.5f ? t - 1.0f : t;
-  return d.s <= 0 ? 0.0f : t;  // s <= 0: f is a whole number of turns
+  return static_cast<float>(static_cast<int32_t>(fr)) * 2.3283064365386963e-10f;  // 2^-32
 }
 CODA_HD float rope_turns(uint32_t pos, float f_turns) { return rope_turns(pos, rope_freq(f_turns)); }
 

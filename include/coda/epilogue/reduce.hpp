@@ -59,16 +59,6 @@ struct OnlineLse {
   }
 };
 
-// log(exp(a) + exp(b)), symmetric in (a, b) bit for bit (max and |a - b| are), NaN if either is.
-CODA_HD float lse_merge(float a, float b) {
-  if (isnan_f(a) || isnan_f(b)) return isnan_f(a) ? a : b;
-  if (a == -INFINITY) return b;
-  if (b == -INFINITY) return a;
-  if (a == b) return a + 0.6931471805599453f;  // also +inf + +inf
-  const float m = fmax_f(a, b), d = a > b ? a - b : b - a;
-  return m + log1p_f(exp_f(-d));
-}
-
 // Add g(acc) = acc^2 of both columns to the row's partial r.
 template <class Ctx>
 CODA_HD void row_sum_squares(const Frag& f, Ctx& ctx, int r) {

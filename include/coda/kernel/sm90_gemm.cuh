@@ -36,6 +36,7 @@
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "coda/coda.h"
 #include "coda/epilogue/frag.hpp"
 #include "coda/epilogue/program.hpp"
 #include "coda/kernel/epilogue_params.hpp"
@@ -68,31 +69,6 @@ CUTE_DEVICE void tma_load_2d(const CUtensorMap* desc, uint32_t smem, uint64_t* b
           smem),
       "l"(desc), "r"(col), "r"(row), "r"(cute::cast_smem_ptr_to_uint(bar))
       : "memory");
-}
-
-// Merge LSE values into partials that hold the empty pattern (all bits set, a NaN no merge
-// produces: NaN contributions are canonicalized) or the other half's value. epi::lse_merge is
-// symmetric, so the result is the same whichever half arrives first. The first compare-and-swap
-// assumes the empty pattern (the first half to arrive is done in one round trip); one that finds
-// the other half's value merges and retries. The kRows merges run together, so their round trips
-// overlap (NOTES: a load, then a CAS, row after row, cost four L2 round trips per row-block flush).
-template <int kRows>
-CUTE_DEVICE void lse_merge_into(float* const (&p)[kRows], const float (&v)[kRows], const bool (&on)[kRows]) {
-  constexpr unsigned int kEmpty = 0xffffffffu;
-  unsigned int want[kRows], old[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    want[r] = v[r] != v[r] ? 0x7fc00000u : __float_as_uint(v[r]);
-    old[r] = on[r] ? atomicCAS(reinterpret_cast<unsigned int*>(p[r]), kEmpty, want[r]) : kEmpty;
-  }
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    while (old[r] != kEmpty) {  // the other half was there: merge with it
-      const unsigned int merged = __float_as_uint(epi::lse_merge(__uint_as_float(old[r]), __uint_as_float(want[r])));
-      const unsigned int seen = atomicCAS(reinterpret_cast<unsigned int*>(p[r]), old[r], merged);
-      old[r] = seen == old[r] ? kEmpty : seen;
-    }
-  }
 }
 
 // Staging of TMA-loaded tile operands: per consumer warpgroup two slots (double buffering), each
@@ -178,12 +154,14 @@ struct Sm90Gemm {
   // What the program needs beyond same-width outputs (epilogue/program.hpp).
   static constexpr epi::Resources kRes = epi::resources_of<Program>();
   static constexpr bool kHasPartials = kRes.row_sums + kRes.row_lses + kRes.seg_sums > 0;
-  // Partials are flushed per accumulator row block. A 256-column tile owns its granule (plain
-  // stores); a 128-column tile holds half of one and adds its half atomically to a zeroed tensor
-  // (exactly two contributions onto 0: the sum is the same in either order).
-  // LSE partials of two halves merge by a symmetric rule (lse_merge) through a compare-and-swap on a
-  // tensor filled with an "empty" pattern, so the result does not depend on which half lands first.
-  static_assert(!kHasPartials || kTileN == 256 || kTileN == 128, "partials need 128- or 256-column tiles");
+  // Row partials (sums, LSEs) are per CODA_PARTIAL_COLS-column granule: every tile holds whole
+  // granules, so each is flushed with plain stores once the chunks of its columns are visited (no
+  // atomics, no zeroed or pre-filled tensor). NOTES: with 256-column granules a 128-column tile held
+  // half of one and merged LSE halves by compare-and-swap, a round trip to L2 on the epilogue's
+  // critical path that cost the LM head ~15% (bench/NOTES.md step y). Segments (at most a granule
+  // wide) are flushed per row block.
+  static constexpr int kGranuleCols = CODA_PARTIAL_COLS;
+  static_assert(!kHasPartials || kTileN % kGranuleCols == 0, "partials need tiles of whole granules");
   static constexpr int kTmaTiles = kRes.tma_tiles;
   static constexpr int kTileSlotBytes = kChunkRows * 128;  // a 64 x 64 chunk of a 16-bit tile
   static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
@@ -682,19 +660,14 @@ struct Sm90Gemm {
     }
   }
 
-  // Flush the partial reductions of accumulator row block mi and reset them: a quad of lanes shares
-  // each row (NOTES at the top).
-  CUTE_DEVICE static void flush_partials(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx,
-                                         int mi) {
+  // Flush the row partials (sums, LSEs) of accumulator row block mi for granule `gran` (a column
+  // index of the partial tensors) and reset them: a quad of lanes shares each row (NOTES at the top).
+  CUTE_DEVICE static void flush_rows(const Params& p, TileAcc& acc, int tile_m, int mma_thread_idx, int mi,
+                                     int gran) {
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
     TiledMma tiled_mma;
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
-    const bool writer = (threadIdx.x & 3) == 0;
-    const int gn0 = tile_n * kTileN;
-    constexpr int kLseMerges = kRes.row_lses > 0 ? 2 * kRes.row_lses : 1;  // (partial, row half) pairs
-    float* lse_ptr[kLseMerges] = {};
-    float lse_val[kLseMerges] = {};
-    bool lse_on[kLseMerges] = {};
+    const bool writer = (threadIdx.x & 3) == 0 && gran * kGranuleCols < p.n;
     CUTE_UNROLL
     for (int b = 0; b < 2; ++b) {
       const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
@@ -706,10 +679,7 @@ struct Sm90Gemm {
         v += __shfl_xor_sync(0xffffffffu, v, 1);
         v += __shfl_xor_sync(0xffffffffu, v, 2);
         const EpiPartial& P = p.epi.row_sums[r];
-        if (live && P.ptr) {
-          if constexpr (kTileN == 256) P.ptr[int64_t(m) * P.ld + tile_n] = v;
-          else atomicAdd(P.ptr + int64_t(m) * P.ld + gn0 / 256, v);
-        }
+        if (live && P.ptr) P.ptr[int64_t(m) * P.ld + gran] = v;
       }
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_lses; ++r) {
@@ -723,20 +693,27 @@ struct Sm90Gemm {
           l.merge(o);
         }
         const EpiPartial& P = p.epi.row_lses[r];
-        if constexpr (kTileN == 256) {
-          if (live && P.ptr) P.ptr[int64_t(m) * P.ld + tile_n] = l.value();
-        } else {  // merged below, all rows together
-          lse_on[2 * r + b] = live && P.ptr;
-          lse_ptr[2 * r + b] = P.ptr + int64_t(m) * P.ld + gn0 / 256;
-          lse_val[2 * r + b] = l.value();
-        }
+        if (live && P.ptr) P.ptr[int64_t(m) * P.ld + gran] = l.value();
       }
+    }
+  }
+  // Flush the segment sums of accumulator row block mi (the tile's segments) and reset them.
+  CUTE_DEVICE static void flush_segs(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx,
+                                     int mi) {
+    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
+    TiledMma tiled_mma;
+    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+    const bool writer = (threadIdx.x & 3) == 0;
+    const int gn0 = tile_n * kTileN;
+    CUTE_UNROLL
+    for (int b = 0; b < 2; ++b) {
+      const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
+      const bool live = writer && m < p.m;
       CUTE_UNROLL
       for (int r = 0; r < kRes.seg_sums; ++r) {
         const EpiPartial& P = p.epi.seg_sums[r];
         const int first = gn0 >> P.seg_shift;
-        const bool wide = (1 << P.seg_shift) > kTileN;  // a segment spans two tiles: add atomically
-        const int segs = wide ? 1 : kTileN >> P.seg_shift;  // the tile's segments (uniform)
+        const int segs = kTileN >> P.seg_shift;  // the tile's segments (uniform; at most a granule wide)
         CUTE_UNROLL
         for (int k = 0; k < kMaxSegs; ++k) {
           if (k < segs) {  // NOTES: the rest hold zeros; shuffling all eight cost ~4.5 K cycles a flush
@@ -744,15 +721,11 @@ struct Sm90Gemm {
             acc.seg[r][k][b] = 0.0f;
             v += __shfl_xor_sync(0xffffffffu, v, 1);
             v += __shfl_xor_sync(0xffffffffu, v, 2);
-            if (live && P.ptr && first + k < P.cols) {
-              if (wide) atomicAdd(P.ptr + int64_t(m) * P.ld + first, v);
-              else P.ptr[int64_t(m) * P.ld + first + k] = v;
-            }
+            if (live && P.ptr && first + k < P.cols) P.ptr[int64_t(m) * P.ld + first + k] = v;
           }
         }
       }
     }
-    if constexpr (kRes.row_lses > 0 && kTileN != 256) lse_merge_into(lse_ptr, lse_val, lse_on);
   }
 
   template <int OutDt, int TileDt, class Accum>
@@ -951,8 +924,13 @@ struct Sm90Gemm {
       ++chunk_count;
       trace.mark(kTrPublish);
       }
-      if constexpr (kHasPartials) {
-        if (cj == kCJ - 1) flush_partials(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
+      if constexpr (kRes.row_sums + kRes.row_lses > 0) {  // a granule of the row block done
+        constexpr int kChunksPerGranule = kGranuleCols / kChunkCols;
+        if (cj % kChunksPerGranule == kChunksPerGranule - 1)
+          flush_rows(p, acc, tile_m, mma_thread_idx, mi, (gn0 + kChunkCols * cj) / kGranuleCols);
+      }
+      if constexpr (kRes.seg_sums > 0) {
+        if (cj == kCJ - 1) flush_segs(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
       }
       CUTE_UNROLL
       for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
