@@ -169,7 +169,15 @@ struct Sm90Gemm {
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
   static constexpr int kRingBytes = kTmaTiles * 4 * kTileSlotBytes;
   static constexpr int kColBytes = kRes.col_vecs * kTileN * 4 * 2;  // column vectors, per warpgroup
-  static constexpr int kStagesFit = (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes - kColBytes) / kStageBytes;
+  // The trace's counters (-DCODA_EPI_TRACE builds only) are static shared memory: such a build may
+  // run a program one mainloop stage short where shared memory is full.
+#ifdef CODA_EPI_TRACE
+  static constexpr int kTraceSmem = 1024;
+#else
+  static constexpr int kTraceSmem = 0;
+#endif
+  static constexpr int kStagesFit =
+      (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes - kColBytes - kTraceSmem) / kStageBytes;
   static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
   static_assert(kStages >= 2, "no room for a two-stage mainloop");
 
