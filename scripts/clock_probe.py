@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Sustained-load probe: SM clock, power and time per launch of a fused operator against the plain
+GEMM of the same shape (coda's and cuBLAS's), each run back to back for a few seconds while
+nvidia-smi samples the GPU. Answers whether a fused epilogue slows the GEMM through the clock
+(power draw) rather than through the kernel's own schedule (bench/NOTES.md).
+
+  CODA_LIBRARY=build/lib/libcoda.so PYTHONPATH=python python3 scripts/clock_probe.py [--seconds 3]
+"""
+
+import argparse
+import subprocess
+import time
+
+import torch
+
+import coda
+
+
+def sample(fn, seconds):
+    smi = subprocess.Popen(
+        ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
+         "--format=csv,noheader,nounits", "-lms", "25"],
+        stdout=subprocess.PIPE, text=True)
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    n = 0
+    t0 = time.time()
+    start.record()
+    while time.time() - t0 < seconds:
+        for _ in range(10):
+            fn()
+        n += 10
+        torch.cuda.synchronize()  # keeps the host from queueing far ahead of the samples
+    stop.record()
+    torch.cuda.synchronize()
+    smi.terminate()
+    out, _ = smi.communicate()
+    rows = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            rows.append((float(parts[0]), float(parts[1]), parts[2]))
+        except (ValueError, IndexError):
+            pass
+    rows = rows[len(rows) // 5:]  # the first fifth: ramp
+    clocks = sorted(r[0] for r in rows)
+    power = sorted(r[1] for r in rows)
+    reasons = sorted({r[2] for r in rows})
+    med = lambda v: v[len(v) // 2] if v else float("nan")
+    return start.elapsed_time(stop) * 1e3 / n, med(clocks), med(power), reasons
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda"
+    bf = torch.bfloat16
+    cases = []
+
+    def add_residual(name, m, n, k):
+        a = torch.randn(m, k, device=dev, dtype=bf)
+        b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
+        res = torch.randn(m, n, device=dev, dtype=bf)
+        w = torch.randn(n, device=dev, dtype=bf)
+        cases.append((name, "fused", lambda: coda.gemm_residual_rmsnorm_partial(a, b, w, res)))
+        cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
+        cases.append((name, "cublas", lambda: a @ b.t()))
+
+    def add_swiglu(name, m, n, k):
+        a = torch.randn(m, k, device=dev, dtype=bf)
+        b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
+        r = torch.rand(m, device=dev, dtype=torch.float32) + 0.5
+        cases.append((name, "fused", lambda: coda.gemm_rmsnorm_swiglu(a, b, r, save_z=True)))
+        cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
+        cases.append((name, "cublas", lambda: a @ b.t()))
+
+    add_residual("residual 1b.oproj", 16384, 2048, 2048)
+    add_residual("residual 8b.oproj", 8192, 4096, 4096)
+    add_swiglu("swiglu 1b.gateup", 16384, 16384, 2048)
+    print(f"{'case':<22} {'kernel':<10} {'us/launch':>10} {'SM MHz':>8} {'W':>7}  x cuBLAS  throttle reasons")
+    base = {}
+    for name, kind, fn in cases:
+        us, mhz, w, reasons = sample(fn, args.seconds)
+        if kind == "cublas":
+            base[name] = us
+    for name, kind, fn in cases:  # second pass: ratios against this run's cuBLAS
+        us, mhz, w, reasons = sample(fn, args.seconds)
+        print(f"{name:<22} {kind:<10} {us:10.1f} {mhz:8.0f} {w:7.1f}  {us / base[name]:7.3f}  {' '.join(reasons)}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
