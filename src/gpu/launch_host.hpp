@@ -32,8 +32,10 @@ sm90::EpiPartial partial_of(const TensorView& t, int seg_shift = 0);
 int dtype_code(DType d);
 int sm_count();
 bool env_on(const char* name);
-// Diagnostics for benchmarks only: CODA_DEBUG_EPILOGUE=1 skips the epilogue, =2 its program, =4 prints
-// the cycles per phase of every launch (waits for it) to stderr in a build with -DCODA_EPI_TRACE.
+// Diagnostics for benchmarks only (bits, combinable; outputs are wrong with any but 4):
+// CODA_DEBUG_EPILOGUE=1 skips the epilogue, 2 its program, 4 prints the cycles per phase of every
+// launch (waits for it) to stderr in a build with -DCODA_EPI_TRACE, 8 skips the tile-operand
+// loads (the residual), 16 the output stores.
 int debug_flags();
 
 }  // namespace coda::gpu_host

@@ -258,8 +258,10 @@ struct Sm90Gemm {
     int epi_buffers;  // smem buffers per warpgroup (1 or 2), chosen by the host from the outputs
     int out_dtype;    // the storage dtype shared by every tile output
     int tile_dtype;   // the dtype shared by every TMA-staged tile operand (bf16 or fp16)
-    int debug;        // diagnostics (CODA_DEBUG_EPILOGUE): 1 = skip the epilogue, 2 = skip the program only,
-                      // 4 = count cycles per phase into trace (Trace; builds with -DCODA_EPI_TRACE)
+    int debug;        // diagnostics (CODA_DEBUG_EPILOGUE), bits: 1 = skip the epilogue, 2 = skip the program
+                      // only, 4 = count cycles per phase into trace (Trace; builds with -DCODA_EPI_TRACE),
+                      // 8 = no tile-operand loads (the program reads stale shared memory), 16 = no output
+                      // stores (staged, never written); 8 and 16 isolate the epilogue's memory traffic
     unsigned long long* trace;  // kTrCount counters (debug & 4), summed over the consumer warpgroups
   };
 
@@ -749,7 +751,7 @@ struct Sm90Gemm {
     static_assert(kVN % (kChunkCols / 8) == 0, "the wgmma atom must hold whole epilogue chunks");
     const int gm0 = tile_m * kTileM, gn0 = tile_n * kTileN;
     const int chunk_bytes = chunk_bytes_all(p.epi);
-    const bool ring_on = uses_tile_ring(p.epi);
+    const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
     constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
     const StageAddr out_full = stage_addr(lane, warp, 64, kEs, false);
     const StageAddr out_half = stage_addr(lane, warp, 32, kEs, true);
@@ -924,7 +926,7 @@ struct Sm90Gemm {
           const int box = row_bytes < 128 ? row_bytes : 128;
           for (int bx = 0; bx < row_bytes / box; ++bx) {
             const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box);
-            tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0);
+            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0);
           }
         }
         tma_store_commit();
@@ -1059,7 +1061,7 @@ struct Sm90Gemm {
         ring = &shared.ring.data[wg][0][0][0];
         full = &shared.ring_bar.full[wg][0];
       }
-      const bool ring_on = uses_tile_ring(p.epi);
+      const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
       float* colbuf = nullptr;
       if constexpr (kColVecs > 0) colbuf = &shared.cols.v[wg][0][0];
       TileRows tr;
