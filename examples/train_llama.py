@@ -3,10 +3,12 @@
 
 One process trains each engine in turn from the same initial weights on the same batches:
 
-    coda      the Hugging Face model converted in place by coda.patch (RMSNorm, SwiGLU, RoPE and the
-              LM-head loss fused into the GEMMs around them)
-    eager     the plain Hugging Face model
-    compile   torch.compile of the plain model
+    coda          the Hugging Face model converted in place by coda.patch (RMSNorm, SwiGLU, RoPE and the
+                  LM-head loss fused into the GEMMs around them)
+    coda_compile  torch.compile of that coda model (inductor fuses the torch elementwise ops of coda's
+                  composed backward; coda's ops stay opaque calls)
+    eager         the plain Hugging Face model
+    compile       torch.compile of the plain model
 
 and writes under --out: the benchmark JSON train.<config>.json (coda's format: "gpu", "commit",
 "date", "records"; one record train.<config>.<engine> per engine with tokens_per_s, peak_mem_gib,
@@ -14,7 +16,7 @@ final_loss, steps and the loss curve), a plot of the loss and throughput curves 
 is missing), and records/train.<config>.<engine>.json, one per engine, so that engines run by separate
 commands (one GPU, then DDP and FSDP2 under torchrun) can be put together with --merge.
 
-    python3 examples/train_llama.py                                       # 1 GPU: coda, eager, compile
+    python3 examples/train_llama.py                                       # 1 GPU: all four engines
     torchrun --nproc_per_node 2 examples/train_llama.py --parallel ddp --merge
     torchrun --nproc_per_node 2 examples/train_llama.py --parallel fsdp2 --merge
     python3 examples/train_llama.py --tiny --device cpu --engines eager   # tests the script, no GPU
@@ -42,7 +44,10 @@ try:
 except ImportError:
     sys.exit("train_llama: PyTorch is not installed here (pip install torch)")
 
-ENGINES = ("coda", "eager", "compile")
+# Names without "-": the records of several GPUs append "-ddp2", "-fsdp2", ... and compare() and --merge
+# split the name at its first "-".
+ENGINES = ("coda", "coda_compile", "eager", "compile")
+CODA_ENGINES = ("coda", "coda_compile")  # the engines that run coda.patch's model
 
 
 # ---- the model and the run ----------------------------------------------------------------------------------
@@ -210,8 +215,8 @@ class Parallel:
     device: torch.device
 
     def suffix(self):
-        # Record engine names: coda, eager, compile on one GPU; coda-ddp2, eager-fsdp2, ... under torchrun
-        # (the number: how many GPUs)
+        # Record engine names: coda, coda_compile, eager, compile on one GPU; coda-ddp2, eager-fsdp2, ... under
+        # torchrun (the number: how many GPUs)
         if self.kind == "none":
             return ""
         return "-%s%d" % ({"ddp": "ddp", "fsdp2": "fsdp"}[self.kind], self.world)
@@ -224,35 +229,39 @@ def build(engine, transformers, coda, shape, args, par):
     with par.device:
         model = transformers.LlamaForCausalLM(llama_config(transformers, shape))
     model.train()
-    if engine == "coda":
+    if engine in CODA_ENGINES:
         model = coda.patch(model, rmsnorm=True, swiglu=True, rope=True, lm_head_loss=True)
     cuda = par.device.type == "cuda"  # fused AdamW kernels on the GPU; foreach on the CPU
 
     if par.kind == "fsdp2":
         # fp32 shards, bf16 compute, fp32 gradient reduction. eager and compile: torchtitan's layout, each
         # decoder layer its own FSDP unit (compiled alone for the compile engine), then the root (embedding,
-        # final norm, LM head). coda: the root only, one unit gathered for the whole forward and again
-        # for the backward, because the patched forward crosses layers (one fused call takes layer i's MLP
-        # and layer i+1's QKV weights) and reads the weights without calling the layer modules, whose
-        # hooks are where FSDP2 gathers a unit.
+        # final norm, LM head). coda and coda_compile: the root only, one unit gathered for the whole forward
+        # and again for the backward, because the patched forward crosses layers (one fused call takes layer
+        # i's MLP and layer i+1's QKV weights) and reads the weights without calling the layer modules, whose
+        # hooks are where FSDP2 gathers a unit. coda_compile then compiles the sharded root: FSDP2's hooks
+        # run outside the graph (dynamo does not trace them), the forward they gather for inside it.
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mesh = init_device_mesh(par.device.type, (par.world,))
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        if engine != "coda":
+        if engine not in CODA_ENGINES:
             layers = model.model.layers
             for i, layer in enumerate(layers):
                 if engine == "compile":
                     layers[i] = layer = torch.compile(layer)
                 fully_shard(layer, mesh=mesh, mp_policy=policy)
         fully_shard(model, mesh=mesh, mp_policy=policy)
-        return model, PlainAdamW(model, args.lr, args.max_grad_norm, fused=cuda)
+        optimizer = PlainAdamW(model, args.lr, args.max_grad_norm, fused=cuda)
+        if engine == "coda_compile":
+            model = torch.compile(model)
+        return model, optimizer
 
     optimizer = MasterWeightAdamW(model, args.lr, args.max_grad_norm, fused=cuda)  # model now bf16
     if par.kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(model, device_ids=[par.device.index] if cuda else None)
-    if engine == "compile":
+    if engine in ("compile", "coda_compile"):
         model = torch.compile(model)  # DDP inside: the DDP optimizer splits the graph at its buckets
     return model, optimizer
 
@@ -439,7 +448,7 @@ def compare(records):
 
 
 def print_summary(records, floor):
-    head = "%-14s %6s %10s %8s %9s %9s %10s %22s %8s" % (
+    head = "%-18s %6s %10s %8s %9s %9s %10s %22s %8s" % (
         "engine", "steps", "tokens/s", "x eager", "x compile", "peak GiB", "final loss", "mean |dloss| vs", "scaling")
     print("\n" + head)
     print("-" * len(head))
@@ -450,7 +459,7 @@ def print_summary(records, floor):
     for r in records:
         ref = ("%.4f (%s)" % (r["loss_mean_abs_diff"], r["loss_ref"].rsplit(".", 1)[1])
                if "loss_ref" in r else "-")
-        print("%-14s %6d %10s %8s %9s %9s %10.4f %22s %8s" % (
+        print("%-18s %6d %10s %8s %9s %9s %10.4f %22s %8s" % (
             r["engine"], r["steps"], f(r, "tokens_per_s", "%.0f"), f(r, "vs_eager", "%.3f"),
             f(r, "vs_compile", "%.3f"), f(r, "peak_mem_gib", "%.2f"), r["final_loss"], ref,
             f(r, "scaling_efficiency", "%.3f")))
@@ -514,8 +523,8 @@ def plot(records, floor, title, stem):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="Train a LLaMA-3-shaped model with coda, PyTorch eager and torch.compile (docs/training.md)")
-    ap.add_argument("--engines", default="coda,eager,compile",
-                    help="comma-separated, run in this order: coda, eager, compile (default: all three)")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="comma-separated, run in this order: %s (default: all four)" % ", ".join(ENGINES))
     ap.add_argument("--parallel", choices=("none", "ddp", "fsdp2"), default="none",
                     help="under torchrun: DDP or FSDP2 (fully_shard per decoder layer, then the root)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model, for testing the script (CPU)")
@@ -596,17 +605,18 @@ def import_dependencies(engines):
     except ImportError:
         sys.exit("train_llama: the model is Hugging Face transformers' LlamaForCausalLM, and transformers is not "
                  "installed here (pip install transformers)")
-    if "coda" not in engines:
+    wanted = [e for e in engines if e in CODA_ENGINES]
+    if not wanted:
         return transformers, None
     try:
         import coda
     except ImportError as e:
-        sys.exit("train_llama: engine coda: cannot import coda (%s). Build libcoda.so (./coda test), then "
+        sys.exit("train_llama: engine %s: cannot import coda (%s). Build libcoda.so (./coda test), then "
                  "pip install --no-build-isolation -e . from the repository root, or set PYTHONPATH=python; "
-                 "or leave coda out: --engines eager,compile" % e)
+                 "or leave coda out: --engines eager,compile" % (" and ".join(wanted), e))
     if not hasattr(coda, "patch"):
-        sys.exit("train_llama: engine coda: this coda (%s, %s) has no coda.patch; leave coda out: "
-                 "--engines eager,compile" % (coda.__version__, os.path.dirname(coda.__file__)))
+        sys.exit("train_llama: engine %s: this coda (%s, %s) has no coda.patch; leave coda out: "
+                 "--engines eager,compile" % (" and ".join(wanted), coda.__version__, os.path.dirname(coda.__file__)))
     return transformers, coda
 
 

@@ -62,6 +62,9 @@ class LtGemm {
   ~LtGemm();
   void run(cudaStream_t stream) const;
   int algorithms_tried() const { return tried_; }
+  // The chosen algorithm as "algo A tile T stages S cluster C" (cuBLASLt's config ids), so that
+  // benchmark records show when a run picked another one.
+  std::string algo_name() const;
 
  private:
   cublasLtHandle_t lt_;

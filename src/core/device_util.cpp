@@ -135,6 +135,20 @@ LtGemm::LtGemm(cublasLtHandle_t lt, const TensorView& a, const TensorView& b, co
   if (tried_ == 0) throw std::runtime_error("cuBLASLt: no candidate algorithm ran");
 }
 
+std::string LtGemm::algo_name() const {
+  int32_t id = -1;
+  uint32_t tile = 0, stages = 0;
+  uint16_t cluster = 0;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo_, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster,
+                                       &written);
+  return "algo " + std::to_string(id) + " tile " + std::to_string(tile) + " stages " + std::to_string(stages) +
+         " cluster " + std::to_string(cluster);
+}
+
 LtGemm::~LtGemm() {
   if (la_) cublasLtMatrixLayoutDestroy(la_);
   if (lb_) cublasLtMatrixLayoutDestroy(lb_);

@@ -41,6 +41,7 @@ struct Row {
   double us = 0, cublas_us = 0, unfused_us = 0;  // unfused 0: no unfused counterpart
   double flops = 0, bytes = 0;
   std::string note;
+  std::string cublas_algo;  // cuBLASLt's chosen algorithm(s) for the cuBLAS column (LtGemm::algo_name)
 };
 
 class Bench {
@@ -119,7 +120,7 @@ class Bench {
         << ", \"vs_cublas\": " << r.us / r.cublas_us << ", \"unfused_us\": " << r.unfused_us << ", \"vs_unfused\": ";
       if (r.unfused_us > 0) f << r.us / r.unfused_us;
       else f << "null";
-      f << ", \"note\": " << json_str(r.note) << "}";
+      f << ", \"cublas_algo\": " << json_str(r.cublas_algo) << ", \"note\": " << json_str(r.note) << "}";
     }
     out += f.str();
   }
@@ -160,6 +161,7 @@ bool bench_ops(Bench& b) {
       dev::LtGemm ref(b.lt(), a.view, w.view, tmp.view, b.ws(), b.ws_bytes(), nullptr);
       const ResidualRmsNormPartialArgs args{a.view, w.view, res.view, nw.view, x.view, h.view, part.view, 1.0f};
       Row row(name, m, d, k);
+      row.cublas_algo = ref.algo_name();
       row.flops = 2.0 * m * d * k;
       row.bytes = 2.0 * (m * k + d * k + 3.0 * m * d) + 4.0 * m * ceil_div(d, CODA_PARTIAL_COLS);
       if (!b.measure(row, [&] { return gemm_residual_rmsnorm_partial(args); }, [&] { ref.run(nullptr); },
@@ -179,6 +181,7 @@ bool bench_ops(Bench& b) {
         dev::LtGemm ref(b.lt(), a.view, w.view, z.view, b.ws(), b.ws_bytes(), nullptr);
         const SwigluArgs args{a.view, w.view, r.view, z.view, o.view};
         Row row(name, m, 2 * f, d);
+        row.cublas_algo = ref.algo_name();
         row.flops = 2.0 * m * 2 * f * d;
         row.bytes = 2.0 * (m * d + 2 * f * d + 3.0 * m * f);
         if (!b.measure(row, [&] { return gemm_rmsnorm_swiglu(args); }, [&] { ref.run(nullptr); },
@@ -198,6 +201,7 @@ bool bench_ops(Bench& b) {
       DMat out = dmat(kBF16, m, n3), ss = dmat(kFP32, m, (ms.hq + ms.hkv) * qk_segments(ms.hd, CODA_PARTIAL_COLS));
       dev::LtGemm ref(b.lt(), a.view, w.view, out.view, b.ws(), b.ws_bytes(), nullptr);
       Row row("op.rmsnorm_rope" + p + "qkv", m, n3, d);
+      row.cublas_algo = ref.algo_name();
       row.flops = 2.0 * m * n3 * d;
       row.bytes = 2.0 * (m * d + n3 * d + m * n3);
       const RopeArgs args{a.view, w.view, r.view, pos.view, freqs.view, heads, out.view};
@@ -238,6 +242,7 @@ bool bench_lmhead(Bench& b) {
   const LmHeadLseArgs la{a.view, w.view, r.view, targets.view, CODA_IGNORE_INDEX, logits.view, part.view, tl.view};
   if (b.wanted(names[0])) {
     Row row(names[0], m, v, k);
+    row.cublas_algo = ref.algo_name();
     row.flops = flops;
     row.bytes = 2.0 * (m * k + v * k + m * v);
     row.note = "logits stored";
@@ -255,6 +260,7 @@ bool bench_lmhead(Bench& b) {
     args.workspace = ws.get();
     args.workspace_bytes = ws_bytes;
     Row row(names[1], m, v, k);
+    row.cublas_algo = ref.algo_name();
     row.flops = flops;
     row.bytes = 2.0 * (m * k + v * k);
     char note[128];
@@ -272,6 +278,7 @@ bool bench_lmhead(Bench& b) {
     ce.logits = logits.view;
     ce.dlogits_out = logits.view;
     Row row(names[2], m, v, k);
+    row.cublas_algo = ref.algo_name();
     row.flops = flops;
     row.bytes = 2.0 * (m * k + v * k + 3.0 * m * v);
     row.note = "logits, lse, loss and dlogits in place";
@@ -320,6 +327,7 @@ bool bench_blocks(Bench& b) {
     dev::LtGemm g4(b.lt(), h.view, wqkv.view, qkv.view, b.ws(), b.ws_bytes(), nullptr);
     GpuBackend fused_be, unfused_be;
     Row row(name, m, d.hidden, d.ffn);
+    row.cublas_algo = g1.algo_name() + "; " + g2.algo_name() + "; " + g3.algo_name() + "; " + g4.algo_name();
     row.flops = 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
     row.bytes = 2.0 * (d.hidden * (d.hidden + 3 * d.ffn + n3) + m * (2 * d.hidden + 2 * d.hidden + 2 * d.ffn + n3)) +
                 8.0 * m;

@@ -55,7 +55,7 @@ std::vector<BenchCase> gemm_cases() {
 }
 
 struct Record {
-  std::string name, config, tuned_config;
+  std::string name, config, tuned_config, cublas_algo;
   int64_t m, n, k;
   double us, tuned_us, cublas_us, tflops, gbps, sol_pct, vs_cublas, vs_cublas_tuned;
 };
@@ -167,8 +167,10 @@ int run_gpu_bench(const Options& opt) {
     const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
     const double bytes = 2.0 * double(c.m * c.k + c.n * c.k + c.m * c.n);
     const double sol_us = std::max(flops / (ceil.gemm_tflops * 1e6), bytes / (ceil.copy_gbps * 1e3));
-    Record r{c.name, cfg.describe(), tuned.describe(), c.m, c.n, c.k, us, tuned_us, cublas_us, flops / (us * 1e6),
-             bytes / (us * 1e3), 100.0 * sol_us / us, us / cublas_us, std::min(us, tuned_us) / cublas_us};
+    Record r{c.name,         cfg.describe(),     tuned.describe(),        ref.algo_name(),
+             c.m,            c.n,                c.k,                     us,
+             tuned_us,       cublas_us,          flops / (us * 1e6),      bytes / (us * 1e3),
+             100.0 * sol_us / us, us / cublas_us, std::min(us, tuned_us) / cublas_us};
     records.push_back(r);
     std::printf("%-22s %6ld %6ld %6ld %9.1f %9.1f %8.1f %7.0f %6.1f %8.3f %8.3f  %s\n", r.name.c_str(), long(r.m),
                 long(r.n), long(r.k), r.us, r.cublas_us, r.tflops, r.gbps, r.sol_pct, r.vs_cublas, r.vs_cublas_tuned,
@@ -201,10 +203,10 @@ int run_gpu_bench(const Options& opt) {
       const Record& r = records[i];
       f << "    {\"name\": " << json_str(r.name) << ", \"m\": " << r.m << ", \"n\": " << r.n << ", \"k\": " << r.k
         << ", \"time_us\": " << r.us << ", \"tflops\": " << r.tflops << ", \"gbps\": " << r.gbps
-        << ", \"sol_pct\": " << r.sol_pct << ", \"vs_cublas\": " << r.vs_cublas << ", \"vs_unfused\": " << r.vs_cublas
+        << ", \"sol_pct\": " << r.sol_pct << ", \"vs_cublas\": " << r.vs_cublas << ", \"vs_unfused\": null"
         << ", \"cublas_us\": " << r.cublas_us << ", \"tuned_us\": " << r.tuned_us
         << ", \"vs_cublas_tuned\": " << r.vs_cublas_tuned << ", \"config\": " << json_str(r.config)
-        << ", \"tuned_config\": " << json_str(r.tuned_config) << "}" << (i + 1 < records.size() ? ",\n" : "");
+        << ", \"tuned_config\": " << json_str(r.tuned_config) << ", \"cublas_algo\": " << json_str(r.cublas_algo) << "}" << (i + 1 < records.size() ? ",\n" : "");
     }
     // Fused records follow (each starts with ",\n"); without GEMM records, drop the first comma.
     f << (records.empty() && !fused_json.empty() ? fused_json.substr(2) : fused_json) << "\n  ]\n}\n";
