@@ -157,9 +157,9 @@ struct Sm90Gemm {
   // Row partials (sums, LSEs) are per CODA_PARTIAL_COLS-column granule: every tile holds whole
   // granules, so each is flushed with plain stores once the chunks of its columns are visited (no
   // atomics, no zeroed or pre-filled tensor). NOTES: with 256-column granules a 128-column tile held
-  // half of one and merged LSE halves by compare-and-swap, a round trip to L2 on the epilogue's
-  // critical path that cost the LM head ~15% (bench/NOTES.md step y). Segments (at most a granule
-  // wide) are flushed per row block.
+  // half of one and merged LSE halves by compare-and-swap, a round trip to L2 in each row block's
+  // epilogue that cost the LM head ~13% of its time (bench/NOTES.md step y). Segments (at most a
+  // granule wide) are flushed per row block.
   static constexpr int kGranuleCols = CODA_PARTIAL_COLS;
   static_assert(!kHasPartials || kTileN % kGranuleCols == 0, "partials need tiles of whole granules");
   static constexpr int kTmaTiles = kRes.tma_tiles;
