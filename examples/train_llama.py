@@ -5,8 +5,8 @@ One process trains each engine in turn from the same initial weights on the same
 
     coda          the Hugging Face model converted in place by coda.patch (RMSNorm, SwiGLU, RoPE and the
                   LM-head loss fused into the GEMMs around them)
-    coda_compile  torch.compile of that coda model (inductor fuses the torch elementwise ops of coda's
-                  composed backward; coda's ops stay opaque calls)
+    coda_compile  torch.compile of that coda model, for inductor to fuse the torch elementwise ops of
+                  coda's composed backward (coda's ops stay opaque calls: docs/training.md)
     eager         the plain Hugging Face model
     compile       torch.compile of the plain model
 

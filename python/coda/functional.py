@@ -98,12 +98,21 @@ def _acc(dtype):
     return F64 if dtype == F64 else torch.float32
 
 
+def _aligned16(t):
+    """t's first element lies on a 16-byte boundary. Under torch.compile neither the address nor
+    the storage offset can be traced (an autograd.Function's backward is traced as one graph), so
+    there it is assumed: the tensors reaching a GEMM are fresh allocations or views at offset 0
+    (PyTorch aligns storages to at least 64 bytes), and coda rejects a misaligned operand with its
+    own error, never a wrong result."""
+    return torch.compiler.is_compiling() or t.data_ptr() % 16 == 0
+
+
 def _operand(t):
     """t as a coda GEMM operand: one unit stride and a 16-byte-multiple leading stride (a padded
     copy otherwise)."""
     per16 = 16 // t.element_size()
     for unit, lead in ((1, 0), (0, 1)):
-        if (t.stride(unit) == 1 or t.shape[unit] == 1) and t.stride(lead) % per16 == 0 and t.data_ptr() % 16 == 0:
+        if (t.stride(unit) == 1 or t.shape[unit] == 1) and t.stride(lead) % per16 == 0 and _aligned16(t):
             return t
     out = ops._rows(t.shape[0], t.shape[1], t.dtype, t.device)
     return out.copy_(t)
@@ -200,6 +209,9 @@ def _swiglu_backward(do, z):
         return dz.reshape(z.shape)
     g, u = _gate_up(z)
     do = do.to(z.dtype)
+    if torch.compiler.is_compiling():  # no out= into strided views there; inductor fuses the stack
+        dg = torch.ops.aten.silu_backward(do * u, g)
+        return torch.stack((dg, do * torch.nn.functional.silu(g)), dim=2).flatten(1)
     dz = torch.empty((*g.shape, 2), dtype=z.dtype, device=z.device)
     torch.mul(do, torch.nn.functional.silu(g), out=dz[..., 1])
     torch.ops.aten.silu_backward.grad_input(do * u, g, grad_input=dz[..., 0])
@@ -340,7 +352,9 @@ class _LMHeadCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dloss):
-        if ctx.spent:
+        # Eager only: under torch.compile this body is traced, not run, and dynamo may trace it more
+        # than once (the guard would fire on the trace itself). retain_graph=True stays unsupported.
+        if ctx.spent and not torch.compiler.is_compiling():
             raise RuntimeError("coda.lm_head_cross_entropy: backward ran twice through one forward; the first "
                                "overwrote the saved logits with dlogits in place (retain_graph=True is not "
                                "supported: run the forward again)")

@@ -197,6 +197,25 @@ def test_gradients_against_float64(gen, name, dtype):
         assert_rule(f"{name} d{n}", g, w, b)
 
 
+@pytest.mark.parametrize("name", ["llama3_block", "lm_head_cross_entropy"])
+def test_torch_compile_fullgraph_with_backward(gen, name):
+    """torch.compile(fullgraph=True) traces the Functions, their composed backward included (a
+    graph break there is an error under fullgraph), and the compiled gradients keep the rule. The
+    block's backward uses every helper of the other Functions'; the LM head's has the in-place
+    dlogits and the run-twice guard."""
+    fused, eager, ins = case(name, gen)
+    want, want_grads, cot = run(eager, [t.to(F64) for t in ins.values()], None)
+    base, base_grads, _ = run(eager, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
+    torch._dynamo.reset()
+    compiled = torch.compile(fused, fullgraph=True)
+    got, got_grads, _ = run(compiled, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
+    for i, (g, w, b) in enumerate(zip(got, want, base)):
+        assert_rule(f"compiled {name} output {i}", g, w, b, eps=1e-3 if w.dim() == 0 else 1e-4)
+    for n, g, w, b in zip(ins, got_grads, want_grads, base_grads):
+        assert g is not None and g.shape == w.shape, f"compiled {name}: no gradient for '{n}'"
+        assert_rule(f"compiled {name} d{n}", g, w, b)
+
+
 def test_block_is_the_chain_of_operators(gen):
     """llama3_block's forward runs the same kernels as residual_rmsnorm -> rmsnorm_swiglu ->
     residual_rmsnorm -> rmsnorm_qkv_rope (bit for bit); its backward recomputes h1, h2, y1 instead
