@@ -167,10 +167,9 @@ int run_gpu_bench(const Options& opt) {
     const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
     const double bytes = 2.0 * double(c.m * c.k + c.n * c.k + c.m * c.n);
     const double sol_us = std::max(flops / (ceil.gemm_tflops * 1e6), bytes / (ceil.copy_gbps * 1e3));
-    Record r{c.name,         cfg.describe(),     tuned.describe(),        ref.algo_name(),
-             c.m,            c.n,                c.k,                     us,
-             tuned_us,       cublas_us,          flops / (us * 1e6),      bytes / (us * 1e3),
-             100.0 * sol_us / us, us / cublas_us, std::min(us, tuned_us) / cublas_us};
+    Record r{c.name, cfg.describe(), tuned.describe(), ref.algo_name(), c.m, c.n, c.k, us, tuned_us, cublas_us,
+             flops / (us * 1e6), bytes / (us * 1e3), 100.0 * sol_us / us, us / cublas_us,
+             std::min(us, tuned_us) / cublas_us};
     records.push_back(r);
     std::printf("%-22s %6ld %6ld %6ld %9.1f %9.1f %8.1f %7.0f %6.1f %8.3f %8.3f  %s\n", r.name.c_str(), long(r.m),
                 long(r.n), long(r.k), r.us, r.cublas_us, r.tflops, r.gbps, r.sol_pct, r.vs_cublas, r.vs_cublas_tuned,

@@ -85,26 +85,27 @@ struct Resources {
 // (RoPE frequencies, one per pair of a head: period head_dim, step 2). Both backends' bindings.
 CODA_HD int col_entry(int n, int period, int step) { return (period > 0 ? n % period : n) / step; }
 
-template <class P, class = void>
-struct HasResources : std::false_type {};
+// Optional members of a program: Has<Member, P> is true when Member<P> names something (the
+// detection idiom, one definition for every optional member).
+template <template <class> class Member, class P, class = void>
+struct Has : std::false_type {};
+template <template <class> class Member, class P>
+struct Has<Member, P, std::void_t<Member<P>>> : std::true_type {};
 template <class P>
-struct HasResources<P, std::void_t<decltype(P::kResources)>> : std::true_type {};
+using ResourcesMember = decltype(P::kResources);
+template <class P>
+using FlagBitsMember = decltype(P::kFlagBits);
 
 template <class P>
 constexpr Resources resources_of() {
-  if constexpr (HasResources<P>::value) return P::kResources;
+  if constexpr (Has<ResourcesMember, P>::value) return P::kResources;
   else return Resources{};
 }
-
-template <class P, class = void>
-struct HasFlagBits : std::false_type {};
-template <class P>
-struct HasFlagBits<P, std::void_t<decltype(P::kFlagBits)>> : std::true_type {};
 
 // The number of switch bits in P::flags (0 when P has none).
 template <class P>
 constexpr int flag_bits_of() {
-  if constexpr (HasFlagBits<P>::value) return P::kFlagBits;
+  if constexpr (Has<FlagBitsMember, P>::value) return P::kFlagBits;
   else return 0;
 }
 
