@@ -35,7 +35,8 @@ bool env_on(const char* name);
 // Diagnostics for benchmarks only (bits, combinable; outputs are wrong with any but 4):
 // CODA_DEBUG_EPILOGUE=1 skips the epilogue, 2 its program, 4 prints the cycles per phase of every
 // launch (waits for it) to stderr in a build with -DCODA_EPI_TRACE, 8 skips the tile-operand
-// loads (the residual), 16 the output stores.
+// loads (the residual), 16 the output stores, 32 the wait for a staging buffer (races with its
+// previous TMA store).
 int debug_flags();
 
 }  // namespace coda::gpu_host

@@ -261,7 +261,8 @@ struct Sm90Gemm {
     int debug;        // diagnostics (CODA_DEBUG_EPILOGUE), bits: 1 = skip the epilogue, 2 = skip the program
                       // only, 4 = count cycles per phase into trace (Trace; builds with -DCODA_EPI_TRACE),
                       // 8 = no tile-operand loads (the program reads stale shared memory), 16 = no output
-                      // stores (staged, never written); 8 and 16 isolate the epilogue's memory traffic
+                      // stores (staged, never written); 8 and 16 isolate the epilogue's memory traffic;
+                      // 32 = no wait for the staging buffer (races with its previous TMA store: timing only)
     unsigned long long* trace;  // kTrCount counters (debug & 4), summed over the consumer warpgroups
   };
 
@@ -571,18 +572,26 @@ struct Sm90Gemm {
           float e[8];
           CUTE_UNROLL
           for (int jj = 0; jj < 8; ++jj)
-            e[jj] = exp2f(fmaf(ctx.lse_v[r][2 * jj + b][0], kLog2e, -off)) +
-                    exp2f(fmaf(ctx.lse_v[r][2 * jj + b][1], kLog2e, -off));
+            e[jj] = ex2(fmaf(ctx.lse_v[r][2 * jj + b][0], kLog2e, -off)) +
+                    ex2(fmaf(ctx.lse_v[r][2 * jj + b][1], kLog2e, -off));
           CUTE_UNROLL
           for (int w = 4; w >= 1; w >>= 1) {
             CUTE_UNROLL
             for (int jj = 0; jj < w; ++jj) e[jj] += e[jj + w];
           }
-          st.sum = st.sum * exp2f(fmaf(st.max, kLog2e, -off)) + e[0];  // st.max = -inf: 0 * 0
+          st.sum = st.sum * ex2(fmaf(st.max, kLog2e, -off)) + e[0];  // st.max = -inf: 0 * 0
           st.max = nm;
         }
       }
     }
+  }
+  // 2^x on the special-function unit, subnormal results flushed to 0 (a term 2^-126 below the
+  // row's maximum adds nothing to its sum). NOTES: exp2f adds a subnormal range check and a
+  // rescale around the SFU instruction, four instructions more per exponential.
+  CUTE_DEVICE static float ex2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
   }
   CUTE_DEVICE static float fmax_nan(float a, float b) {
     float r;
@@ -670,6 +679,26 @@ struct Sm90Gemm {
     }
   }
 
+  // The quad's LSE states merged without branches (epi::OnlineLse::merge's meaning): one
+  // NaN-propagating max and two SFU exponentials; an empty side (max -inf, sum 0) adds 0, two empty
+  // sides stay empty, a +inf max makes the sum NaN, which lse_value maps back to +inf. NOTES: with
+  // OnlineLse::merge and value() (branches, full-precision expf and logf) the flush of one granule
+  // took ~2.6 K cycles, a quarter of the LM head's epilogue (trace, bench/NOTES.md step aa).
+  CUTE_DEVICE static void lse_merge(float& mx, float& sm, float omx, float osm) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const float nm = fmax_nan(mx, omx);
+    const float off = nm * kLog2e;
+    const float s = sm * ex2(fmaf(mx, kLog2e, -off)) + osm * ex2(fmaf(omx, kLog2e, -off));
+    sm = nm == -INFINITY ? 0.0f : s;
+    mx = nm;
+  }
+  // log sum exp of a merged state: max + log(sum) (SFU logarithm, sum >= 1 after the max's own
+  // term); an infinite max is the value itself, NaN stays NaN.
+  CUTE_DEVICE static float lse_value(float mx, float sm) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    return (mx == INFINITY || mx == -INFINITY) ? mx : fmaf(__log2f(sm), kLn2, mx);
+  }
+
   // Flush the row partials (sums, LSEs) of accumulator row block mi for granule `gran` (a column
   // index of the partial tensors) and reset them: a quad of lanes shares each row (NOTES at the top).
   CUTE_DEVICE static void flush_rows(const Params& p, TileAcc& acc, int tile_m, int mma_thread_idx, int mi,
@@ -693,17 +722,13 @@ struct Sm90Gemm {
       }
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_lses; ++r) {
-        epi::OnlineLse l = acc.lse[r][b];
+        float mx = acc.lse[r][b].max, sm = acc.lse[r][b].sum;
         acc.lse[r][b] = epi::OnlineLse{};
         CUTE_UNROLL
-        for (int x = 1; x <= 2; x <<= 1) {
-          epi::OnlineLse o;
-          o.max = __shfl_xor_sync(0xffffffffu, l.max, x);
-          o.sum = __shfl_xor_sync(0xffffffffu, l.sum, x);
-          l.merge(o);
-        }
+        for (int x = 1; x <= 2; x <<= 1)
+          lse_merge(mx, sm, __shfl_xor_sync(0xffffffffu, mx, x), __shfl_xor_sync(0xffffffffu, sm, x));
         const EpiPartial& P = p.epi.row_lses[r];
-        if (live && P.ptr) P.ptr[int64_t(m) * P.ld + gran] = l.value();
+        if (live && P.ptr) P.ptr[int64_t(m) * P.ld + gran] = lse_value(mx, sm);
       }
     }
   }
@@ -798,11 +823,13 @@ struct Sm90Gemm {
       trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it
-      if (t == 0) {
-        if (p.epi_buffers == 2) tma_store_wait_read<1>();
-        else tma_store_wait_read<0>();
+      if (!(p.debug & 32)) {
+        if (t == 0) {
+          if (p.epi_buffers == 2) tma_store_wait_read<1>();
+          else tma_store_wait_read<0>();
+        }
+        named_barrier_sync(1 + wg, 128);
       }
-      named_barrier_sync(1 + wg, 128);
       trace.mark(kTrBufWait);
       // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
       //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago)
