@@ -3,12 +3,12 @@
 
     python3 bench/compare.py BENCH.json PEERS.json [--us]
 
-One row per case: coda x cuBLAS (coda record op.<case>, block.<m>.fwd or lmhead.loss_fwd),
-torch.compile x cuBLAS and eager x cuBLAS (peer.compile.<case>, peer.eager.<case>), and
-coda / compile (the ratio of the two ratios: below 1, coda is faster). Each ratio is against the
-plain cuBLAS GEMM(s) of the same shape measured in the same process as the time it divides, so the
-two processes' cuBLAS need not agree. Missing records print as "-"; a missing file is reported
-and read as empty. The last line counts the cases where coda is faster.
+One row per case: coda x cuBLAS (coda record op.<case>, block.<m>.fwd, block.<m>.fwdbwd,
+lmhead.loss_fwd or lmhead.fwdbwd), torch.compile x cuBLAS and eager x cuBLAS (peer.compile.<case>,
+peer.eager.<case>), and coda / compile (the ratio of the two ratios: below 1, coda is faster). Each
+ratio is against the plain cuBLAS GEMM(s) of the same shape measured in the same process as the time
+it divides, so the two processes' cuBLAS need not agree. Missing records print as "-"; a missing
+file is reported and read as empty. The last line counts the cases where coda is faster.
 """
 
 import argparse
@@ -17,7 +17,7 @@ import sys
 
 # coda records that have a peer form (op.* are all of them)
 CODA_PREFIXES = ("op.", "block.")
-CODA_NAMES = ("lmhead.loss_fwd",)
+CODA_NAMES = ("lmhead.loss_fwd", "lmhead.fwdbwd")
 
 
 def load(path, what):

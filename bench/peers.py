@@ -10,16 +10,31 @@ medians), and writes JSON records
                                                "vs_cublas", "engine", "torch", ...}
 
 where <case> is the coda record's name without its `op.` prefix (residual_rmsnorm.1b.oproj,
-rmsnorm_lse.lmhead, lmhead.loss_fwd, block.1b.fwd, ...). `vs_cublas` = time / the plain GEMM(s) of
-the case through torch.matmul (PyTorch's cuBLAS) timed in the same loop: one GEMM for an operator
-or the LM head, the block's four GEMMs for a block. bench/compare.py puts these next to coda's.
+rmsnorm_lse.lmhead, lmhead.loss_fwd, block.1b.fwd, block.1b.fwdbwd, lmhead.fwdbwd, ...).
+`vs_cublas` = time / the plain GEMM(s) of the case through torch.matmul (PyTorch's cuBLAS) timed in
+the same loop: one GEMM for an operator or the LM head's forward, the block's four GEMMs for a block
+forward. bench/compare.py puts these next to coda's.
+
+The fwdbwd cases time a training step's share: the unfused forward, then its backward through
+autograd (torch.autograd.backward from fixed random upstream gradients; torch.compile compiles the
+forward and AOTAutograd the backward with it). block.<m>.fwdbwd runs the block forward with x0, y0,
+the four weights and the two norm weights requiring gradients, and the backward from dx2 (the
+residual stream out) and dqkv (the rotated q/k and v); lmhead.fwdbwd runs the mean cross-entropy of
+the bf16 logits h W^T (in fp32) and its backward to h and W. The gradients are set to None before
+every call, outside the timed window. Their denominators are the forward's GEMMs plus, for each,
+its dgrad dX = dY W and its wgrad dW = dY^T X (12 GEMMs for a block, 3 for the LM head). Their
+records add "peak_extra_gib": on a GPU, max_memory_allocated() over one untimed step (peak stats
+reset before it) minus memory_allocated() before it, i.e. the memory the step needs beyond its
+inputs and weights, the gradients it writes included (null on the CPU); the compiled vs eager check
+compares the gradients.
 
     python3 bench/peers.py [--json FILE] [--reps N] [--small] [--device cuda|cpu] [filters...]
 
 Filters are substrings matched against the coda record name (op.<case>, block.<m>.fwd, ...) and
-the peer names, like `coda bench`'s. Without PyTorch or without a CUDA device it prints one line
-saying so and exits 0 (a device run goes on); `--device cpu` (only with --small) tests the script
-itself on a machine without a GPU. docs/peers.md says what each case computes.
+the peer names, like `coda bench`'s (`fwdbwd` selects the fwdbwd cases). Without PyTorch or without
+a CUDA device it prints one line saying so and exits 0 (a device run goes on); `--device cpu` (only
+with --small) tests the script itself on a machine without a GPU. docs/peers.md says what each case
+computes.
 """
 
 import argparse
@@ -191,7 +206,12 @@ def make_forms(torch):
         logits = torch.matmul(scale_rows(h, rstd), w.t())
         return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
 
-    def make_block(hq, hkv, hd):
+    def lmhead_loss(h, w, targets):
+        """The LM head and its loss as users write them (lmhead.fwdbwd): the mean cross-entropy of the
+        bf16 logits h W^T, taken in fp32, over the rows whose target is not ignored."""
+        return F.cross_entropy(torch.matmul(h, w.t()).float(), targets, ignore_index=IGNORE_INDEX)
+
+    def make_block(hq, hkv, hd, fwdbwd=False):
         def block_fwd(x0, y0, wo, wgu, wdown, wqkv, n0, n1, cos, sin):
             """The non-attention LLaMA-3 block forward (include/coda/block/llama3.hpp, unfused).
             Outputs what coda's block writes: x1, x2, z1, qkv, r1, r2."""
@@ -203,23 +223,37 @@ def make_forms(torch):
             h2, r2 = rmsnorm(x2, n1)
             qkv = rope(torch.matmul(h2, wqkv.t()).float(), cos, sin, hq, hkv, hd)
             return x1, x2, z1, qkv, r1, r2
-        return {"block": block_fwd}
+
+        def block_fwd_continuing(*args):
+            """block_fwd returning only the outputs that continue the network, x2 (the residual stream)
+            and qkv (what attention reads): the fwdbwd case's backward starts from them, and
+            torch.compile is free to keep or recompute the rest for its backward."""
+            _, x2, _, qkv, _, _ = block_fwd(*args)
+            return x2, qkv
+        return {"block": block_fwd_continuing if fwdbwd else block_fwd}
 
     return dict(residual_rmsnorm={"form": residual_rmsnorm}, swiglu={"out": swiglu_out, "in": swiglu_in},
                 make_rope=make_rope, make_sqsum=make_sqsum, lse={"out": lse_out, "in": lse_in},
-                loss={"out": loss_out, "in": loss_in}, make_block=make_block)
+                loss={"out": loss_out, "in": loss_in}, lmhead_loss={"form": lmhead_loss}, make_block=make_block)
 
 
 # ---- the cases --------------------------------------------------------------------------------------------
 
 
 class Case:
-    """One coda case: its unfused form(s), its inputs and the plain GEMM(s) that make its denominator."""
+    """One coda case: its unfused form(s), its inputs and the plain GEMM(s) that make its denominator.
 
-    def __init__(self, case, m, n, k, build):
+    A forward case's build returns ({form: fn}, args, gemm_fn): fn(*args) is timed. A fwdbwd case's
+    build returns ({form: fn}, args, gemm_fn, (leaves, upstream)): fn(*args) is the forward, returning
+    the outputs that continue the network, and the timed step is that forward followed by
+    torch.autograd.backward(outputs, upstream), which writes the gradients into .grad of the tensors
+    in leaves (cleared before every step, outside the timed window)."""
+
+    def __init__(self, case, m, n, k, build, note=None):
         self.case = case  # the coda record name without "op."
         self.m, self.n, self.k = m, n, k
-        self.build = build  # () -> ({form: fn}, args, gemm_fn)
+        self.build = build
+        self.note = note  # the records' "note": what gemm_us is, where it is more than one GEMM
 
     def coda_name(self):
         return self.case if self.case.startswith(("block.", "lmhead.")) else "op." + self.case
@@ -317,7 +351,62 @@ def make_cases(torch, device, small):
                 mm(h, wqkv)
             args = (x0, y0, wo, wgu, wdown, wqkv, n0, n1) + rope_tables(m, hd)
             return forms["make_block"](hq, hkv, hd), args, gemms
-        cases.append(Case("block." + ms["name"] + ".fwd", m, d, f, build_block))
+        cases.append(Case("block." + ms["name"] + ".fwd", m, d, f, build_block,
+                          note="gemm_us: the block's 4 GEMMs alone (torch.matmul)"))
+
+    # fwdbwd: the forward, then its backward through autograd, as a training step runs them.
+    for ms in models:
+        m, d, f, hq, hkv, hd = ms["m"], ms["d"], ms["f"], ms["hq"], ms["hkv"], ms["hd"]
+        n3 = (hq + 2 * hkv) * hd
+
+        def build_block_fwdbwd(m=m, d=d, f=f, n3=n3, hq=hq, hkv=hkv, hd=hd):
+            wo, wgu = uniform((d, d), 0.03), uniform((2 * f, d), 0.03)
+            wdown, wqkv = uniform((d, f), 0.02), uniform((n3, d), 0.03)
+            n0, n1 = uniform((d,), 1.0), uniform((d,), 1.0)
+            x0, y0 = uniform((m, d), 1.0), uniform((m, d), 1.0)
+            leaves = (x0, y0, wo, wgu, wdown, wqkv, n0, n1)
+            for t in leaves:
+                t.requires_grad_()
+            # the upstream gradients: of x2 (the residual stream out) and of qkv (attention's input)
+            dx2, dqkv = uniform((m, d), 1.0), uniform((m, n3), 1.0)
+            # operands of the GEMMs-alone denominator: h for h1 and h2, y1, and dz for the gate/up
+            # output's gradient; dx2 stands for the gradient of x1 and x2, dqkv for that of the QKV GEMM
+            h, y1, dz = uniform((m, d), 1.0), uniform((m, f), 1.0), uniform((m, 2 * f), 1.0)
+
+            def gemms():
+                """the forward's four GEMMs Y = X W^T, then for each its dgrad dX = dY W and its wgrad
+                dW = dY^T X: o-proj, gate/up, down, QKV."""
+                with torch.no_grad():
+                    mm(y0, wo)
+                    mm(h, wgu)
+                    mm(y1, wdown)
+                    mm(h, wqkv)
+                    for dy, x, w in ((dx2, y0, wo), (dz, h, wgu), (dx2, y1, wdown), (dqkv, h, wqkv)):
+                        torch.matmul(dy, w)
+                        torch.matmul(dy.t(), x)
+            args = leaves + rope_tables(m, hd)
+            return forms["make_block"](hq, hkv, hd, fwdbwd=True), args, gemms, (leaves, (dx2, dqkv))
+        cases.append(Case("block." + ms["name"] + ".fwdbwd", m, d, f, build_block_fwdbwd,
+                          note="gemm_us: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad; torch.matmul)"))
+
+    def build_lmhead_fwdbwd():
+        h, w, _, t = lm_inputs()
+        h.requires_grad_()
+        w.requires_grad_()
+        with torch.no_grad():
+            # the denominator's [M, V] operand for the logits' gradient: the logits themselves, random
+            # values made on the device (drawing M x V numbers on the host would take long)
+            dl = mm(h, w)
+
+        def gemms():
+            """logits = h W^T, dgrad dH = dlogits W, wgrad dW = dlogits^T h."""
+            with torch.no_grad():
+                mm(h, w)
+                torch.matmul(dl, w)
+                torch.matmul(dl.t(), h)
+        return forms["lmhead_loss"], (h, w, t), gemms, ((h, w), None)
+    cases.append(Case("lmhead.fwdbwd", lm["m"], lm["v"], lm["k"], build_lmhead_fwdbwd,
+                      note="gemm_us: the 3 GEMMs alone (logits, dgrad, wgrad; torch.matmul)"))
     return cases
 
 
@@ -359,15 +448,19 @@ class Timer:
         self.e1.synchronize()
         return 1000.0 * self.e0.elapsed_time(self.e1)
 
-    def medians_interleaved(self, fns, reps, warmup=3):
+    def medians_interleaved(self, fns, reps, warmup=3, before=None):
+        """before (if given) runs before every call, warm-ups included, outside the timed window."""
+        before = before or (lambda: None)
         for fn in fns:
             for _ in range(warmup):
+                before()
                 fn()
         if self.cuda:
             self.torch.cuda.synchronize()
         t = [[] for _ in fns]
         for r in range(reps):
             for i, fn in enumerate(fns):
+                before()
                 t[i].append(self.once_us(fn, r))
         return [statistics.median(v) for v in t]
 
@@ -404,41 +497,87 @@ def short(e):
     return s[:300]
 
 
+def peak_extra_gib(torch, step, clear):
+    """The memory one untimed call of step needs beyond what is allocated before it (the inputs and
+    weights, the upstream gradients, the other functions' operands, the flush buffer), in GiB:
+    max_memory_allocated() over the call minus memory_allocated() before it, from cleared gradients.
+    The gradients the step writes are part of it."""
+    clear()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    clear()
+    return extra / float(1 << 30)
+
+
 def run_case(torch, c, args, timer, device):
     """Times one case; returns (records, line, failures)."""
-    forms, fargs, gemm = c.build()
+    forms, fargs, gemm, *fwdbwd = c.build()
+    if fwdbwd:
+        leaves, upstream = fwdbwd[0]
+
+        def call(fn):
+            def step():
+                """fn's forward, then its backward from the upstream gradients; returns the gradients."""
+                torch.autograd.backward(fn(*fargs), upstream)
+                return [t.grad for t in leaves]
+            return step
+
+        def clear():
+            for t in leaves:
+                t.grad = None
+    else:
+        def call(fn):
+            return lambda: fn(*fargs)
+
+        def clear():
+            pass
+
+    def once(step):
+        """one untimed call from cleared gradients; its outputs (a forward case) or gradients (fwdbwd)"""
+        clear()
+        return step()
     multi = len(forms) > 1
     fns = [("gemm", None, gemm)]
     errors, compile_s, checks = {}, {}, {}
     ref = {}
     for form, fn in forms.items():
-        fns.append(("eager", form, lambda fn=fn: fn(*fargs)))
+        fns.append(("eager", form, call(fn)))
     if multi:  # the forms compute the same thing: a check of the forms themselves
         names = list(forms)
-        ref = {f: forms[f](*fargs) for f in names}
+        ref = {f: once(call(forms[f])) for f in names}
         checks["forms_rel_err"] = max(rel_err(torch, ref[f], ref[names[0]]) for f in names[1:])
         ref = {}
     if not args.no_compile:
         for form, fn in forms.items():
             torch._dynamo.reset()  # a fresh compile per form: no recompiles, no dynamic shapes
             try:
-                cfn = torch.compile(fn, fullgraph=True, dynamic=False)
+                # a fwdbwd case compiles its forward; AOTAutograd compiles the backward graph with it
+                cstep = call(torch.compile(fn, fullgraph=True, dynamic=False))
                 t0 = time.perf_counter()
-                got = cfn(*fargs)
+                got = once(cstep)
                 if device == "cuda":
                     torch.cuda.synchronize()
                 compile_s[form] = time.perf_counter() - t0
                 try:
-                    checks.setdefault("vs_eager_rel_err", {})[form] = rel_err(torch, got, fn(*fargs))
+                    checks.setdefault("vs_eager_rel_err", {})[form] = rel_err(torch, got, once(call(fn)))
                 except Exception as e:
                     print("  %s: compiled vs eager check failed: %s" % (c.case, short(e)))
                 del got
-                fns.append(("compile", form, lambda cfn=cfn: cfn(*fargs)))
+                clear()
+                fns.append(("compile", form, cstep))
             except Exception as e:
                 errors.setdefault("compile", []).append(("%s: " % form if multi else "") + short(e))
                 if os.environ.get("PEERS_TRACEBACK"):
                     traceback.print_exc()
-    med = timer.medians_interleaved([f for _, _, f in fns], args.reps)
+    med = timer.medians_interleaved([f for _, _, f in fns], args.reps, before=clear)
+    peak = {}  # (engine, form) -> GiB, for a fwdbwd case on a GPU
+    if fwdbwd and device == "cuda":
+        for eng, form, fn in fns[1:]:
+            peak[(eng, form)] = peak_extra_gib(torch, fn, clear)
     gemm_us = med[0]
     best = {}  # engine -> (us, form)
     times = {}  # engine -> {form: us}
@@ -468,8 +607,10 @@ def run_case(torch, c, args, timer, device):
         if eng in errors:
             rec["error"] = "; ".join(errors[eng])
             failures += 1
-        if c.case.startswith("block."):
-            rec["note"] = "gemm_us: the block's 4 GEMMs alone (torch.matmul)"
+        if fwdbwd:  # null on the CPU, or where the engine has no time
+            rec["peak_extra_gib"] = round(peak[(eng, form)], 3) if (eng, form) in peak else None
+        if c.note:
+            rec["note"] = c.note
         records.append(rec)
 
     def col(eng, fmt):
@@ -477,10 +618,13 @@ def run_case(torch, c, args, timer, device):
             return "-"
         us, form = best[eng]
         return fmt(us) + (" " + form if multi else "")
-    line = "%-30s %6d %6d %6d %9.1f %14s %14s %9s %9s %8s%s" % (
+
+    def gib(eng):
+        return "%.2f" % peak[(eng, best[eng][1])] if eng in best and (eng, best[eng][1]) in peak else "-"
+    line = "%-30s %6d %6d %6d %9.1f %14s %14s %9s %9s %9s %11s %8s%s" % (
         c.case, c.m, c.n, c.k, gemm_us, col("eager", lambda u: "%.1f" % u), col("compile", lambda u: "%.1f" % u),
         col("eager", lambda u: "%.3f" % (u / gemm_us)).split()[0], col("compile", lambda u: "%.3f" % (u / gemm_us)).split()[0],
-        "%.1f" % sum(compile_s.values()) if compile_s else "-",
+        gib("eager"), gib("compile"), "%.1f" % sum(compile_s.values()) if compile_s else "-",
         "  compile failed: " + "; ".join(errors["compile"]) if "compile" in errors else "")
     return records, line, failures
 
@@ -523,7 +667,8 @@ def main(argv=None):
     else:
         method = "wall clock around each call (CPU smoke test, no flush)"
     method += ("; eager, torch.compile (default mode, fullgraph=True, dynamic=False) and the plain torch.matmul "
-               "GEMM(s) interleaved rep by rep; medians; compile time excluded")
+               "GEMM(s) interleaved rep by rep; medians; compile time excluded; fwdbwd cases: gradients "
+               "set to None before every call, outside the timed window")
     out = {"gpu": gpu, "commit": repo_commit(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "torch": tv, "reps": args.reps, "small": args.small, "device": device, "method": method,
@@ -553,8 +698,9 @@ def main(argv=None):
     print("peers: PyTorch %s on %s (%s), median of %d reps%s%s%s" %
           (tv, gpu, device, args.reps, ", L2 flushed before each" if device == "cuda" else "",
            ", launch overhead hidden" if timer.spin else "", ", small shapes" if args.small else ""))
-    print("%-30s %6s %6s %6s %9s %14s %14s %9s %9s %8s" % ("case", "M", "N", "K", "GEMM us", "eager us",
-                                                         "compile us", "eager x", "compile x", "compile s"))
+    print("%-30s %6s %6s %6s %9s %14s %14s %9s %9s %9s %11s %8s" % (
+        "case", "M", "N", "K", "GEMM us", "eager us", "compile us", "eager x", "compile x", "eager GiB",
+        "compile GiB", "compile s"))
     failures = 0
     for c in cases:
         sys.stdout.flush()
@@ -579,6 +725,9 @@ def main(argv=None):
     if failures:
         print("peers: %d failure(s) (see above)" % failures)
     print("forms: in = rstd on the GEMM input (RMSNorm before the GEMM), out = rstd on the GEMM output")
+    if any(c.case.endswith(".fwdbwd") for c in cases):
+        print("GiB: peak_extra_gib of a fwdbwd case, the memory its forward + backward allocates beyond "
+              "what exists before it (CUDA only)")
     return 0
 
 

@@ -79,7 +79,7 @@ for s in "${steps[@]}"; do
       ;;
     peers)
       log "peers: PyTorch eager and torch.compile on the same cases"
-      timeout 400 python3 bench/peers.py --json "$OUT/peers.json" "${bench_args[@]}" 2>&1 | tee "$OUT/peers.log"
+      timeout 580 python3 bench/peers.py --json "$OUT/peers.json" "${bench_args[@]}" 2>&1 | tee "$OUT/peers.log"
       log "peers rc=${PIPESTATUS[0]}"
       if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
         python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" | tee "$OUT/compare.txt"
