@@ -333,15 +333,20 @@ def make_cases(torch, device, small):
     cases.append(Case("rmsnorm_lse.lmhead", lm["m"], lm["v"], lm["k"], build_lse))
     cases.append(Case("lmhead.loss_fwd", lm["m"], lm["v"], lm["k"], build_loss))
 
+    def block_inputs(m, d, f, n3):
+        """The block's inputs and weights: x0, y0, Wo, Wgu, Wdown, Wqkv, n0, n1."""
+        wo, wgu = uniform((d, d), 0.03), uniform((2 * f, d), 0.03)
+        wdown, wqkv = uniform((d, f), 0.02), uniform((n3, d), 0.03)
+        n0, n1 = uniform((d,), 1.0), uniform((d,), 1.0)
+        x0, y0 = uniform((m, d), 1.0), uniform((m, d), 1.0)
+        return x0, y0, wo, wgu, wdown, wqkv, n0, n1
+
     for ms in models:
         m, d, f, hq, hkv, hd = ms["m"], ms["d"], ms["f"], ms["hq"], ms["hkv"], ms["hd"]
         n3 = (hq + 2 * hkv) * hd
 
         def build_block(m=m, d=d, f=f, n3=n3, hq=hq, hkv=hkv, hd=hd):
-            wo, wgu = uniform((d, d), 0.03), uniform((2 * f, d), 0.03)
-            wdown, wqkv = uniform((d, f), 0.02), uniform((n3, d), 0.03)
-            n0, n1 = uniform((d,), 1.0), uniform((d,), 1.0)
-            x0, y0 = uniform((m, d), 1.0), uniform((m, d), 1.0)
+            x0, y0, wo, wgu, wdown, wqkv, n0, n1 = block_inputs(m, d, f, n3)
             h, y1 = uniform((m, d), 1.0), uniform((m, f), 1.0)  # operands of the GEMMs-alone denominator
 
             def gemms():
@@ -360,11 +365,8 @@ def make_cases(torch, device, small):
         n3 = (hq + 2 * hkv) * hd
 
         def build_block_fwdbwd(m=m, d=d, f=f, n3=n3, hq=hq, hkv=hkv, hd=hd):
-            wo, wgu = uniform((d, d), 0.03), uniform((2 * f, d), 0.03)
-            wdown, wqkv = uniform((d, f), 0.02), uniform((n3, d), 0.03)
-            n0, n1 = uniform((d,), 1.0), uniform((d,), 1.0)
-            x0, y0 = uniform((m, d), 1.0), uniform((m, d), 1.0)
-            leaves = (x0, y0, wo, wgu, wdown, wqkv, n0, n1)
+            leaves = block_inputs(m, d, f, n3)
+            x0, y0, wo, wgu, wdown, wqkv, n0, n1 = leaves
             for t in leaves:
                 t.requires_grad_()
             # the upstream gradients: of x2 (the residual stream out) and of qkv (attention's input)
