@@ -572,26 +572,18 @@ struct Sm90Gemm {
           float e[8];
           CUTE_UNROLL
           for (int jj = 0; jj < 8; ++jj)
-            e[jj] = ex2(fmaf(ctx.lse_v[r][2 * jj + b][0], kLog2e, -off)) +
-                    ex2(fmaf(ctx.lse_v[r][2 * jj + b][1], kLog2e, -off));
+            e[jj] = epi::ex2_ftz(fmaf(ctx.lse_v[r][2 * jj + b][0], kLog2e, -off)) +
+                    epi::ex2_ftz(fmaf(ctx.lse_v[r][2 * jj + b][1], kLog2e, -off));
           CUTE_UNROLL
           for (int w = 4; w >= 1; w >>= 1) {
             CUTE_UNROLL
             for (int jj = 0; jj < w; ++jj) e[jj] += e[jj + w];
           }
-          st.sum = st.sum * ex2(fmaf(st.max, kLog2e, -off)) + e[0];  // st.max = -inf: 0 * 0
+          st.sum = st.sum * epi::ex2_ftz(fmaf(st.max, kLog2e, -off)) + e[0];  // st.max = -inf: 0 * 0
           st.max = nm;
         }
       }
     }
-  }
-  // 2^x on the special-function unit, subnormal results flushed to 0 (a term 2^-126 below the
-  // row's maximum adds nothing to its sum). NOTES: exp2f adds a subnormal range check and a
-  // rescale around the SFU instruction, four instructions more per exponential.
-  CUTE_DEVICE static float ex2(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
   }
   CUTE_DEVICE static float fmax_nan(float a, float b) {
     float r;
@@ -688,7 +680,7 @@ struct Sm90Gemm {
     constexpr float kLog2e = 1.4426950408889634f;
     const float nm = fmax_nan(mx, omx);
     const float off = nm * kLog2e;
-    const float s = sm * ex2(fmaf(mx, kLog2e, -off)) + osm * ex2(fmaf(omx, kLog2e, -off));
+    const float s = sm * epi::ex2_ftz(fmaf(mx, kLog2e, -off)) + osm * epi::ex2_ftz(fmaf(omx, kLog2e, -off));
     sm = nm == -INFINITY ? 0.0f : s;
     mx = nm;
   }
