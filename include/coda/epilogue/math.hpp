@@ -21,7 +21,7 @@ CODA_HD float exp_f(float x) {
 #endif
 }
 
-#if CODA_DEVICE_CODE
+#ifdef __CUDACC__  // declared in nvcc's host pass too: device functions that call it are parsed there
 // 2^x on the special-function unit with subnormal results flushed to 0 (for sums of exponentials
 // next to their maximum's own term, 1: a term below 2^-126 adds nothing). NOTES: exp2f adds a
 // subnormal range check and a rescale around the SFU instruction, four instructions more each.
