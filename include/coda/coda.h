@@ -193,6 +193,23 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
 
+/* ---- backward fused operators (issue 9: on the GPU so far gemm_rmsnorm_backward and the finishes) --
+ * The dgrad form: a [M, K] row-major (the gradient dz of the consuming GEMM's output), b [N, K] the
+ * consuming GEMM's weight [K, N] stored row-major and viewed transposed (strides {1, N}).
+ * dx = r (dy w - xh c) (+ dres) with dy = a b^T, xh = x r, c = zdz; y = xh w (optional);
+ * dw_partials[t, n] = sum over row granule t (CODA_PARTIAL_ROWS rows) of dy xh. dres optional; dx_out
+ * may be dres itself (in place). On the GPU, x and dres are read through TMA: bf16 or fp16, one dtype. */
+coda_status_t coda_gemm_rmsnorm_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* x,
+                                         const coda_tensor_t* rstd, const coda_tensor_t* zdz,
+                                         const coda_tensor_t* norm_weight, const coda_tensor_t* dres,
+                                         const coda_tensor_t* dx_out, const coda_tensor_t* y_out,
+                                         const coda_tensor_t* dw_partials, coda_stream_t stream);
+/* out[m] = scale * sum_t partials[m, t] (ZdZ from row partials) */
+coda_status_t coda_row_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, float scale,
+                                  coda_stream_t stream);
+/* out[n] = sum_t partials[t, n] (the norm-weight gradient from column partials) */
+coda_status_t coda_col_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, coda_stream_t stream);
+
 /* ---- weight-layout helpers (device or host tensors) -----------------------------------------------
  * out [2F, K] = rows gate[0], up[0], gate[1], up[1], ... (the layout coda_gemm_swiglu expects). */
 coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up,

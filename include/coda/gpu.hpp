@@ -49,6 +49,18 @@ Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream = nullptr
 // gemm_(rmsnorm_)lse without logits, lse_finish and cross_entropy in one call; no M x V tensor.
 Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
 
+// ---- backward fused operators (docs/ops.md) --------------------------------------------------------
+// The dgrad form: a [M, K] row-major (the gradient of the consuming GEMM's output), b [N, K] the
+// consuming GEMM's weight [K, N] stored row-major and viewed transposed (unit stride along N).
+// Column partials use CODA_PARTIAL_ROWS-row granules.
+
+// dx = r (dy w - xh c) (+ dres, in place allowed), y = xh w, dw partials per row granule, with
+// dy = a b^T, xh = x r (RmsNormBackwardArgs). Not yet validated on a GPU (issue 9).
+Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t stream = nullptr);
+// out[m] = scale * sum_t P[m, t] (ZdZ from row partials); out[n] = sum_t Q[t, n] (dw).
+Status row_sum_finish(const RowSumFinishArgs& args, cudaStream_t stream = nullptr);
+Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream = nullptr);
+
 // ---- weight-layout helpers (device tensors, docs/ops.md) -------------------------------------------
 // out[2i] = gate[i], out[2i + 1] = up[i]: the interleaved gate/up weight gemm_swiglu expects.
 Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out,

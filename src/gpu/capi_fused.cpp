@@ -241,6 +241,38 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
       [&] { return coda::lm_head_loss(args, st(stream)); }, [&] { return coda::emu::lm_head_loss(args); });
 }
 
+// ---- backward fused operators ----------------------------------------------------------------------------
+
+coda_status_t coda_gemm_rmsnorm_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* x,
+                                         const coda_tensor_t* rstd, const coda_tensor_t* zdz,
+                                         const coda_tensor_t* norm_weight, const coda_tensor_t* dres,
+                                         const coda_tensor_t* dx_out, const coda_tensor_t* y_out,
+                                         const coda_tensor_t* dw_partials, coda_stream_t stream) {
+  const coda::RmsNormBackwardArgs args{tv(a),    tv(b),      tv(x),      tv(rstd),  tv(zdz), tv(norm_weight),
+                                       tv(dres), tv(dx_out), tv(y_out), tv(dw_partials)};
+  return dispatch(
+      "gemm_rmsnorm_backward",
+      {{"a", a}, {"b", b}, {"x", x}, {"rstd", rstd}, {"zdz", zdz}, {"norm_weight", norm_weight}, {"dres", dres},
+       {"dx_out", dx_out}, {"y_out", y_out}, {"dw_partials", dw_partials}},
+      [&] { return coda::gemm_rmsnorm_backward(args, st(stream)); },
+      [&] { return coda::emu::gemm_rmsnorm_backward(args); });
+}
+
+coda_status_t coda_row_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, float scale,
+                                  coda_stream_t stream) {
+  const coda::RowSumFinishArgs args{tv(partials), tv(out), scale};
+  return dispatch(
+      "row_sum_finish", {{"partials", partials}, {"out", out}},
+      [&] { return coda::row_sum_finish(args, st(stream)); }, [&] { return coda::emu::row_sum_finish(args); });
+}
+
+coda_status_t coda_col_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, coda_stream_t stream) {
+  const coda::ColSumFinishArgs args{tv(partials), tv(out)};
+  return dispatch(
+      "col_sum_finish", {{"partials", partials}, {"out", out}},
+      [&] { return coda::col_sum_finish(args, st(stream)); }, [&] { return coda::emu::col_sum_finish(args); });
+}
+
 // ---- weight-layout helpers ------------------------------------------------------------------------------
 
 coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up, const coda_tensor_t* out,

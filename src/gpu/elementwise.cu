@@ -122,6 +122,16 @@ Status row_finish(const char* op, const TensorView& partials, const TensorView& 
   return launch_status(op);
 }
 
+// One thread per column: out[n] = sum_t Q[t, n] (the norm-weight gradient from per-row-granule
+// partials; consecutive threads read consecutive columns of each partial row).
+__global__ void col_finish_kernel(Mat2 part, int64_t rows, int64_t cols, Mat2 out) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= cols) return;
+  float s = 0.0f;
+  for (int64_t t = 0; t < rows; ++t) s += at(part, t, n);
+  st_f(out.p, n, out.dt, s);
+}
+
 // ---- cross-entropy ------------------------------------------------------------------------------------
 
 struct CeParams {
@@ -565,6 +575,24 @@ Status rms_finish(const RmsFinishArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   return row_finish("rms_finish", args.partials, args.rstd_out, 0, 1.0f / static_cast<float>(args.dim), args.eps,
                     stream);
+}
+
+Status row_sum_finish(const RowSumFinishArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  return row_finish("row_sum_finish", args.partials, args.out, 1, args.scale, 0.0f, stream);
+}
+
+Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream) {
+  const char* op = "col_sum_finish";
+  CODA_TRY(validate(args));
+  const int64_t cols = args.partials.cols();
+  if (cols == 0) return {};
+  CODA_TRY(check_device(op));
+  CODA_TRY(check_device_pointer(op, "partials", args.partials));
+  CODA_TRY(check_device_pointer(op, "out", args.out));
+  col_finish_kernel<<<blocks_for(cols, 256), 256, 0, stream>>>(mat_of(args.partials), args.partials.rows(), cols,
+                                                                mat_of(args.out));
+  return launch_status(op);
 }
 
 Status lse_finish(const LseFinishArgs& args, cudaStream_t stream) {

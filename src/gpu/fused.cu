@@ -57,18 +57,26 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
   return {};
 }
 
-// Launch a fused program on a [M, K] x b [N, K] (forward form only).
-template <class Program>
+// Launch a fused program on a [M, K] x b [N, K]: the forward form (kBK: b row-major, the weight
+// [N, K]) or the dgrad form of a backward operator (b the weight [K, N] stored row-major, viewed
+// as [N, K]: unit stride along N).
+template <bool kBK = true, class Program>
 Status run_fused(const char* op, const TensorView& a, const TensorView& b, LaunchArgs<Program>& L,
                  cudaStream_t stream) {
-  if (!k_major(a) || !k_major(b))
+  if (!k_major(a))
+    return Status::not_supported(std::string(op) + ": argument 'a' [M, K] must be row-major (unit stride along K)");
+  if (kBK && !k_major(b))
     return Status::not_supported(std::string(op) +
-                                 ": fused operators run the forward form: arguments 'a' [M, K] and 'b' [N, K] must "
-                                 "both be row-major (unit stride along K)");
+                                 ": this operator runs the forward form: argument 'b' [N, K] must be row-major (unit "
+                                 "stride along K)");
+  if (!kBK && !(b.stride(0) == 1 || b.size(0) <= 1))
+    return Status::not_supported(std::string(op) +
+                                 ": this backward operator runs the dgrad form: argument 'b' [N, K] must be the weight "
+                                 "[K, N] stored row-major and viewed transposed (unit stride along N)");
   L.a = a.data();
   L.lda = lead_stride(a, true);
   L.b = b.data();
-  L.ldb = lead_stride(b, true);
+  L.ldb = lead_stride(b, kBK);
   L.m = a.rows();
   L.n = b.rows();
   L.k = a.cols();
@@ -103,10 +111,10 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
     std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
   const bool bf16 = a.dtype() == DType::kBF16;
   if (c.variant == KernelVariant::k128x128_pp_c2x1)
-    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, true, 2, Program>(L, stream)
-                : sm90::launch_variant<cutlass::half_t, true, true, 2, Program>(L, stream);
-  return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, true, 0, Program>(L, stream)
-              : sm90::launch_variant<cutlass::half_t, true, true, 0, Program>(L, stream);
+    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream)
+                : sm90::launch_variant<cutlass::half_t, true, kBK, 2, Program>(L, stream);
+  return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream)
+              : sm90::launch_variant<cutlass::half_t, true, kBK, 0, Program>(L, stream);
 }
 
 sm90::EpiVector vec_of(const TensorView& t) {
@@ -198,6 +206,29 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cud
   CODA_TRY(bind_output(L.epi, P::kOutH, args.h_out, op));
   L.epi.row_sums[P::kRowSumSq] = partial_of(args.partials);
   return run_fused(op, args.a, args.b, L, stream);
+}
+
+// The backward of RMSNorm in the epilogue of dy = dz W (coda-math.md 5.2), the dgrad form.
+Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t stream) {
+  const char* op = "gemm_rmsnorm_backward";
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"x", args.x}, {"rstd", args.rstd}, {"zdz", args.zdz},
+                                {"norm_weight", args.norm_weight}, {"dres", args.dres}, {"dx_out", args.dx_out},
+                                {"y_out", args.y_out}, {"dw_partials", args.dw_partials}}));
+  using P = programs::RmsNormBackward;
+  LaunchArgs<P> L;
+  L.program.flags |= args.dres.defined() ? P::kHasDres : 0u;
+  L.program.flags |= args.y_out.defined() ? P::kHasY : 0u;
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  L.epi.rows[P::kRowZdZ] = vec_of(args.zdz);
+  L.epi.cols[P::kColNormWeight] = vec_of(args.norm_weight);
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileX, args.x, op));
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileDres, args.dres, op));
+  CODA_TRY(bind_output(L.epi, P::kOutDx, args.dx_out, op));
+  CODA_TRY(bind_output(L.epi, P::kOutY, args.y_out, op));
+  L.epi.col_sums[P::kColDw] = partial_of(args.dw_partials);
+  return run_fused<false>(op, args.a, args.b, L, stream);
 }
 
 Status gemm_swiglu(const SwigluArgs& args, cudaStream_t stream) {

@@ -1,7 +1,9 @@
-// The compiled fused-operator kernels: forward form (A and B K-major); the 128x256 cooperative and
-// the 128x128 pingpong variants (the heuristic picks, as for the plain GEMM); one instantiation per
-// (element, variant, program). CMakeLists.txt reads the entries below (one per line, this exact
-// shape) and generates one translation unit per entry and element type, so they build in parallel.
+// The compiled fused-operator kernels: the forward form (A and B K-major: X(E, true, true, ...)) or
+// the dgrad form of the backward operators (B N-major, the weight [K, N] row-major viewed as
+// [N, K]: X(E, true, false, ...)); the 128x256 cooperative and the 128x128 pingpong variants; one
+// instantiation per (element, form, variant, program). CMakeLists.txt reads the entries below (one
+// per line, this exact shape) and generates one translation unit per entry and element type, so
+// they build in parallel.
 #pragma once
 
 #include "coda/ops.hpp"
@@ -17,7 +19,9 @@
   X(E, true, true, 0, ::coda::programs::QkvSqsum)                     \
   X(E, true, true, 2, ::coda::programs::QkvSqsum)                     \
   X(E, true, true, 0, ::coda::programs::LmHeadLse)                    \
-  X(E, true, true, 2, ::coda::programs::LmHeadLse)
+  X(E, true, true, 2, ::coda::programs::LmHeadLse)                    \
+  X(E, true, false, 0, ::coda::programs::RmsNormBackward)             \
+  X(E, true, false, 2, ::coda::programs::RmsNormBackward)
 
 #define CODA_FUSED_ALL(X)                    \
   CODA_FUSED_KERNELS(X, cutlass::bfloat16_t) \

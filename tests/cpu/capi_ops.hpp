@@ -33,6 +33,14 @@ inline Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& a,
   return result(coda_gemm_residual_rmsnorm_partial(d(a.a), d(a.b), d(a.residual), d(a.norm_weight), d(a.x_out),
                                                    d(a.h_out), d(a.partials), a.alpha, nullptr));
 }
+inline Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  return result(coda_gemm_rmsnorm_backward(d(a.a), d(a.b), d(a.x), d(a.rstd), d(a.zdz), d(a.norm_weight), d(a.dres),
+                                           d(a.dx_out), d(a.y_out), d(a.dw_partials), nullptr));
+}
+inline Status col_sum_finish(const ColSumFinishArgs& a) {
+  return result(coda_col_sum_finish(d(a.partials), d(a.out), nullptr));
+}
 inline Status rms_finish(const RmsFinishArgs& a) {
   return result(coda_rms_finish(d(a.partials), d(a.rstd_out), a.dim, a.eps, nullptr));
 }

@@ -73,6 +73,20 @@ inline Status gemm_lse(const LmHeadLseArgs& a, const emu::EmuConfig& cfg = {}) {
   return run(a, [](const A& x) { return coda::gemm_lse(x); }, &A::a, &A::b, &A::rstd, &A::targets, &A::logits_out,
              &A::lse_partials, &A::target_logit_out);
 }
+inline Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  using A = RmsNormBackwardArgs;
+  return run(a, [](const A& x) { return coda::gemm_rmsnorm_backward(x); }, &A::a, &A::b, &A::x, &A::rstd, &A::zdz,
+             &A::norm_weight, &A::dres, &A::dx_out, &A::y_out, &A::dw_partials);
+}
+inline Status col_sum_finish(const ColSumFinishArgs& a) {
+  using A = ColSumFinishArgs;
+  return run(a, [](const A& x) { return coda::col_sum_finish(x); }, &A::partials, &A::out);
+}
+inline Status row_sum_finish(const RowSumFinishArgs& a) {
+  using A = RowSumFinishArgs;
+  return run(a, [](const A& x) { return coda::row_sum_finish(x); }, &A::partials, &A::out);
+}
 inline Status lse_finish(const LseFinishArgs& a) {
   using A = LseFinishArgs;
   return run(a, [](const A& x) { return coda::lse_finish(x); }, &A::partials, &A::lse_out);

@@ -45,6 +45,7 @@ class GpuOps : public ::testing::Test {
 #define CODA_OPS gpu_ops
 #define CODA_OP_SUITE GpuOps
 #define CODA_OPS_BACKWARD 0
+#define CODA_OPS_RMSNORM_BACKWARD 1
 
 #include "common/op_tests.inc"
 

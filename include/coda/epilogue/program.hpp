@@ -56,6 +56,7 @@
 //                                  (output column n / 2 for accumulator pair (n, n + 1))
 //   col_vecs                       column vectors 0 .. n-1 it reads (staged once per tile)
 //   rotation                       1 if it calls ctx.rotation (the GPU keeps a sin/cos table)
+//   col_sums                       column-partial slots 0 .. n-1 it feeds (ctx.col_sum)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -79,6 +80,7 @@ struct Resources {
   int half_outs = 0;
   int col_vecs = 0;
   int rotation = 0;
+  int col_sums = 0;
 };
 
 // The entry of a column vector that column n reads: (n mod period) / step, period 0 meaning none

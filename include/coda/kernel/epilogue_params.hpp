@@ -56,9 +56,10 @@ struct EpiParams {
   EpiVector cols[kEpiSlots];
   EpiTile tiles[kEpiSlots];
   EpiOutput outs[kEpiSlots];
-  EpiPartial row_sums[kEpiSlots];  // [M, ceil(N / 256)] per-row sums per column granule
-  EpiPartial row_lses[kEpiSlots];  // [M, ceil(N / 256)] per-row log-sum-exp per column granule
+  EpiPartial row_sums[kEpiSlots];  // [M, ceil(N / CODA_PARTIAL_COLS)] per-row sums per column granule
+  EpiPartial row_lses[kEpiSlots];  // [M, ceil(N / CODA_PARTIAL_COLS)] per-row log-sum-exp per column granule
   EpiPartial seg_sums[kEpiSlots];  // [M, segments] per-row sums per column segment
+  EpiPartial col_sums[kEpiSlots];  // [ceil(M / CODA_PARTIAL_ROWS), N] per-column sums per row granule
   float* row_outs[kEpiSlots] = {};  // [M] per-row values
   int num_outs = 0;  // outputs 0 .. num_outs-1 are staged (undefined ones are skipped)
   // ctx.rotation's operands: the row_ints slot of the positions, the cols slot of the frequencies

@@ -162,13 +162,18 @@ struct Sm90Gemm {
   // granule wide) are flushed per row block.
   static constexpr int kGranuleCols = CODA_PARTIAL_COLS;
   static_assert(!kHasPartials || kTileN % kGranuleCols == 0, "partials need tiles of whole granules");
+  // Column partials (ctx.col_sum) are per CODA_PARTIAL_ROWS-row granule: a tile is one granule, so
+  // its sums, gathered in shared memory over the tile's chunks, are flushed with plain stores once
+  // per tile (cooperative: both warpgroups add into one buffer, flushed after a 256-thread barrier).
+  static constexpr int kColSums = kRes.col_sums;
+  static_assert(kColSums == 0 || kTileM == CODA_PARTIAL_ROWS, "column partials need tiles of one row granule");
   static constexpr int kTmaTiles = kRes.tma_tiles;
   static constexpr int kTileSlotBytes = kChunkRows * 128;  // a 64 x 64 chunk of a 16-bit tile
   static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
   static constexpr int kRingBytes = kTmaTiles * 4 * kTileSlotBytes;
-  static constexpr int kColBytes = kRes.col_vecs * kTileN * 4 * 2;  // column vectors, per warpgroup
+  static constexpr int kColBytes = (kRes.col_vecs + kRes.col_sums) * kTileN * 4 * 2;  // column vectors and sums
   // The trace's counters (-DCODA_EPI_TRACE builds only) are static shared memory: such a build may
   // run a program one mainloop stage short where shared memory is full.
 #ifdef CODA_EPI_TRACE
@@ -242,6 +247,7 @@ struct Sm90Gemm {
     typename OrderBarrier::SharedStorage order;
     TileRingBarriers<kTmaTiles> ring_bar;
     ColStorage<kColVecs, kTileN> cols;  // small members before the ring: they fill its alignment padding
+    ColStorage<kColSums, kTileN> col_sums;  // [warpgroup (pingpong; cooperative: 0)][slot][tile column]
     TileRingStorage<kTmaTiles, kTileSlotBytes> ring;
   };
   // Dynamic shared memory (+ slack to align the base); the staging arena is static, 2 x kEpiArenaBytes.
@@ -364,6 +370,9 @@ struct Sm90Gemm {
     mutable float segc[kRes.seg_sums > 0 ? kRes.seg_sums : 1][2][2];    // [slot][chunk half][b]
     mutable float rowo[kEpiSlots][2];  // per-row outputs of the chunk, written after the visit
     mutable int rowo_set;              // bit 2 o + b: rowo[o][b] holds a value
+    // Column sums of the chunk, [slot][jj][column of the pair] (last: zero-initialized with the
+    // context, which lists the members before it).
+    mutable float colc[kColSums > 0 ? kColSums : 1][8][2];
 
     CUTE_DEVICE static int jj_of(const epi::Frag& f) { return f.slot >> 1; }
     CUTE_DEVICE static int b_of(const epi::Frag& f) { return f.slot & 1; }
@@ -447,8 +456,12 @@ struct Sm90Gemm {
     // Segments are at least 32 columns and aligned to them: a chunk's columns fall in at most two,
     // split at its 32nd column (pairs jj >= 4); the driver adds them into the tile's segments.
     CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int, float v) const { segc[s][jj_of(f) >= 4][b_of(f)] += v; }
-    // Column partials belong to the backward operators (not compiled for the GPU yet).
-    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int n, float v) const;
+    // Summed over the thread's two rows in registers; the driver reduces the chunk across the
+    // lanes and warps into the tile's shared column sums (add_col_sums).
+    CUTE_DEVICE void col_sum(int c, const epi::Frag& f, int n, float v) const {
+      static_assert(kColSums > 0, "the program calls ctx.col_sum: declare kResources.col_sums");
+      colc[c][jj_of(f)][n - f.n] += v;
+    }
     // The table read: the driver fills it (every pair slot of the chunk, from the operands the
     // binding names: EpiParams::rotation_pos / rotation_freq) when the chunk's rows or column phase
     // differ from the last fill.
@@ -671,6 +684,48 @@ struct Sm90Gemm {
     }
   }
 
+  // The chunk's column sums (ctx.colc, each over the thread's two rows) summed across the eight lanes
+  // that hold the same columns (lane bits 2-4 select the row) and added into the tile's shared
+  // column sums by lanes 0-3, whose four warps add to the same columns (shared-memory reductions).
+  // col0: the thread's first column, relative to the tile.
+  template <class Ctx>
+  CUTE_DEVICE static void add_col_sums(const Ctx& ctx, float* sums, int col0, int lane) {
+    CUTE_UNROLL
+    for (int c = 0; c < kColSums; ++c) {
+      CUTE_UNROLL
+      for (int jj = 0; jj < 8; ++jj) {
+        CUTE_UNROLL
+        for (int x = 0; x < 2; ++x) {
+          float v = ctx.colc[c][jj][x];
+          v += __shfl_xor_sync(0xffffffffu, v, 4);
+          v += __shfl_xor_sync(0xffffffffu, v, 8);
+          v += __shfl_xor_sync(0xffffffffu, v, 16);
+          if (lane < 4) atomicAdd(sums + c * kTileN + col0 + 8 * jj + x, v);
+        }
+      }
+    }
+  }
+  // The tile's column sums to the partials' row granule tile_m (a tile is one granule) with plain
+  // stores, and the shared sums zeroed for the next tile. Pingpong: the warpgroup's last chunk
+  // barrier ordered its adds before these reads, and the next tile's first chunk barrier orders the
+  // zeros before its adds. Cooperative: both warpgroups add into one buffer, so a 256-thread barrier
+  // before the reads and one after the zeros.
+  CUTE_DEVICE static void flush_col_sums(const Params& p, float* sums, int tile_m, int gn0, int mma_thread_idx) {
+    if constexpr (!kPingpong) named_barrier_sync(3, 256);
+    CUTE_UNROLL
+    for (int k = 0; k < kTileN / kMmaThreads; ++k) {
+      const int col = mma_thread_idx + kMmaThreads * k;
+      CUTE_UNROLL
+      for (int c = 0; c < kColSums; ++c) {
+        const float v = sums[c * kTileN + col];
+        sums[c * kTileN + col] = 0.0f;
+        const EpiPartial& P = p.epi.col_sums[c];
+        if (P.ptr && gn0 + col < p.n) P.ptr[int64_t(tile_m) * P.ld + gn0 + col] = v;
+      }
+    }
+    if constexpr (!kPingpong) named_barrier_sync(3, 256);
+  }
+
   // The quad's LSE states merged without branches (epi::OnlineLse::merge's meaning): one
   // NaN-propagating max and two SFU exponentials; an empty side (max -inf, sum 0) adds 0, two empty
   // sides stay empty, a +inf max makes the sum NaN, which lse_value maps back to +inf. NOTES: with
@@ -758,8 +813,8 @@ struct Sm90Gemm {
   template <int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
                                    const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring, uint64_t* full,
-                                   float* colbuf, int tile_m, int tile_n, int mma_thread_idx, int wg,
-                                   int& chunk_count, Trace& trace) {
+                                   float* colbuf, float* colsums, int tile_m, int tile_n, int mma_thread_idx,
+                                   int wg, int& chunk_count, Trace& trace) {
     const int t = mma_thread_idx % 128;
     const int lane = int(threadIdx.x) & 31, warp = (int(threadIdx.x) >> 5) & 3;
     Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
@@ -923,6 +978,7 @@ struct Sm90Gemm {
               acc.seg[r][k][b] += (k == k0 ? lo : 0.0f) + (k == k0 + 1 ? hi : 0.0f);
           }
         }
+        if constexpr (kColSums > 0) add_col_sums(ctx, colsums, c0 + 64 * cj, lane);
         if (ctx.rowo_set) {
           CUTE_UNROLL
           for (int o = 0; o < kEpiSlots; ++o) {
@@ -969,25 +1025,26 @@ struct Sm90Gemm {
       for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
       trace.mark(kTrFlush);
     }
+    if constexpr (kColSums > 0) flush_col_sums(p, colsums, tile_m, gn0, mma_thread_idx);
   }
 
   template <int TileDt, class Accum>
   CUTE_DEVICE static void dispatch_epilogue(const Params& p, Accum& accum, const float (&scalars)[kEpiSlots],
                                             const TileRows& tr, TileAcc& acc, uint8_t* arena, uint8_t* ring,
-                                            uint64_t* full, float* colbuf, int tm, int tn, int mma_thread_idx, int wg,
-                                            int& chunk_count, Trace& trace) {
+                                            uint64_t* full, float* colbuf, float* colsums, int tm, int tn,
+                                            int mma_thread_idx, int wg, int& chunk_count, Trace& trace) {
     switch (p.out_dtype) {
       case kDtBF16:
-        epilogue<kDtBF16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count, trace);
+        epilogue<kDtBF16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, colsums, tm, tn,
+                                  mma_thread_idx, wg, chunk_count, trace);
         break;
       case kDtFP16:
-        epilogue<kDtFP16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count, trace);
+        epilogue<kDtFP16, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, colsums, tm, tn,
+                                  mma_thread_idx, wg, chunk_count, trace);
         break;
       default:
-        epilogue<kDtFP32, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                  chunk_count, trace);
+        epilogue<kDtFP32, TileDt>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, colsums, tm, tn,
+                                  mma_thread_idx, wg, chunk_count, trace);
         break;
     }
   }
@@ -1025,6 +1082,11 @@ struct Sm90Gemm {
     op.group_size = 128;
     OrderBarrier order(shared.order, op);
 
+    if constexpr (kColSums > 0) {  // the column sums start at zero (the cluster arrive below is relaxed)
+      float* z = &shared.col_sums.v[0][0][0];
+      for (int i = thread_idx; i < 2 * kColSums * kTileN; i += kThreads) z[i] = 0.0f;
+      __syncthreads();
+    }
     if constexpr (size(ClusterShape{}) > 1) {
       cute::cluster_arrive_relaxed();
       cute::cluster_wait();
@@ -1087,6 +1149,8 @@ struct Sm90Gemm {
       const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
       float* colbuf = nullptr;
       if constexpr (kColVecs > 0) colbuf = &shared.cols.v[wg][0][0];
+      float* colsums = nullptr;  // pingpong: the warpgroup's own; cooperative: one for the tile
+      if constexpr (kColSums > 0) colsums = &shared.col_sums.v[kPingpong ? wg : 0][0][0];
       TileRows tr;
       TileAcc acc;
       PipelineState state;
@@ -1138,11 +1202,11 @@ struct Sm90Gemm {
           if constexpr (kTmaTiles > 0) fp16_tiles = p.tile_dtype == kDtFP16;
           if (fp16_tiles) {
             if constexpr (kTmaTiles > 0)
-              dispatch_epilogue<kDtFP16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx,
-                                         wg, chunk_count, trace);
+              dispatch_epilogue<kDtFP16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, colsums, tm, tn,
+                                         mma_thread_idx, wg, chunk_count, trace);
           } else {
-            dispatch_epilogue<kDtBF16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, tm, tn, mma_thread_idx, wg,
-                                       chunk_count, trace);
+            dispatch_epilogue<kDtBF16>(p, accum, scalars, tr, acc, arena, ring, full, colbuf, colsums, tm, tn,
+                                       mma_thread_idx, wg, chunk_count, trace);
           }
         }
       }
