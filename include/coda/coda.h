@@ -193,7 +193,8 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
 
-/* ---- backward fused operators (issue 9: on the GPU so far gemm_rmsnorm_backward and the finishes) --
+/* ---- backward fused operators (issue 9: on the GPU so far gemm_rmsnorm_backward, the finishes and
+ * the elementwise rope_backward and qknorm_rope_backward) -----------------------------------------
  * The dgrad form: a [M, K] row-major (the gradient dz of the consuming GEMM's output), b [N, K] the
  * consuming GEMM's weight [K, N] stored row-major and viewed transposed (strides {1, N}).
  * dx = r (dy w - xh c) (+ dres) with dy = a b^T, xh = x r, c = zdz; y = xh w (optional);
@@ -209,6 +210,25 @@ coda_status_t coda_row_sum_finish(const coda_tensor_t* partials, const coda_tens
                                   coda_stream_t stream);
 /* out[n] = sum_t partials[t, n] (the norm-weight gradient from column partials) */
 coda_status_t coda_col_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, coda_stream_t stream);
+/* RoPE backward (elementwise): dz_out = R(-theta) dqkv on the q and k heads, v columns as they are;
+ * zdz_out (optional, fp32 [M]) = zdz_scale * sum_k qkv dqkv with qkv the forward output. dz_out may
+ * be dqkv itself (in place). positions >= 0 (a negative one yields NaN in its row on the GPU). */
+coda_status_t coda_rope_backward(const coda_tensor_t* qkv, const coda_tensor_t* dqkv,
+                                 const coda_tensor_t* positions, const coda_tensor_t* freqs, coda_heads_t heads,
+                                 const coda_tensor_t* dz_out, const coda_tensor_t* zdz_out, float zdz_scale,
+                                 coda_stream_t stream);
+/* QK-norm + RoPE backward (elementwise) from the saved pre-norm qkv and dout, the gradient of the
+ * coda_qknorm_rope output: dqkv_out (may be dout itself: in place), dgamma_q/k_partials fp32
+ * [ceil(M / CODA_PARTIAL_ROWS), head_dim] (row t: the sum over row granule t; coda_col_sum_finish
+ * adds them up) and zdz_out (optional, fp32 [M]) = zdz_scale * sum_k qkv dqkv. On the GPU,
+ * head_dim <= 6144. */
+coda_status_t coda_qknorm_rope_backward(const coda_tensor_t* qkv, const coda_tensor_t* gamma_q,
+                                        const coda_tensor_t* gamma_k, const coda_tensor_t* positions,
+                                        const coda_tensor_t* freqs, coda_heads_t heads, float eps,
+                                        const coda_tensor_t* dout, const coda_tensor_t* dqkv_out,
+                                        const coda_tensor_t* dgamma_q_partials,
+                                        const coda_tensor_t* dgamma_k_partials, const coda_tensor_t* zdz_out,
+                                        float zdz_scale, coda_stream_t stream);
 
 /* ---- weight-layout helpers (device or host tensors) -----------------------------------------------
  * out [2F, K] = rows gate[0], up[0], gate[1], up[1], ... (the layout coda_gemm_swiglu expects). */

@@ -60,6 +60,10 @@ Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t strea
 // out[m] = scale * sum_t P[m, t] (ZdZ from row partials); out[n] = sum_t Q[t, n] (dw).
 Status row_sum_finish(const RowSumFinishArgs& args, cudaStream_t stream = nullptr);
 Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream = nullptr);
+// Elementwise: dz = R(-theta) dqkv on q and k, v passed through, optional ZdZ. Not yet run on a GPU.
+Status rope_backward(const RopeBackwardArgs& args, cudaStream_t stream = nullptr);
+// Elementwise: dqkv, dgamma partials per row granule, optional ZdZ; head_dim <= 6144. Not yet run on a GPU.
+Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, cudaStream_t stream = nullptr);
 
 // ---- weight-layout helpers (device tensors, docs/ops.md) -------------------------------------------
 // out[2i] = gate[i], out[2i + 1] = up[i]: the interleaved gate/up weight gemm_swiglu expects.

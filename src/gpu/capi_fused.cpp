@@ -273,6 +273,39 @@ coda_status_t coda_col_sum_finish(const coda_tensor_t* partials, const coda_tens
       [&] { return coda::col_sum_finish(args, st(stream)); }, [&] { return coda::emu::col_sum_finish(args); });
 }
 
+coda_status_t coda_rope_backward(const coda_tensor_t* qkv, const coda_tensor_t* dqkv, const coda_tensor_t* positions,
+                                 const coda_tensor_t* freqs, coda_heads_t heads, const coda_tensor_t* dz_out,
+                                 const coda_tensor_t* zdz_out, float zdz_scale, coda_stream_t stream) {
+  const coda::RopeBackwardArgs args{tv(qkv),   tv(dqkv),   tv(positions), tv(freqs),
+                                    hd(heads), tv(dz_out), tv(zdz_out),   zdz_scale};
+  return dispatch(
+      "rope_backward",
+      {{"qkv", qkv}, {"dqkv", dqkv}, {"positions", positions}, {"freqs", freqs}, {"dz_out", dz_out},
+       {"zdz_out", zdz_out}},
+      [&] { return coda::rope_backward(args, st(stream)); }, [&] { return coda::emu::rope_backward(args); });
+}
+
+coda_status_t coda_qknorm_rope_backward(const coda_tensor_t* qkv, const coda_tensor_t* gamma_q,
+                                        const coda_tensor_t* gamma_k, const coda_tensor_t* positions,
+                                        const coda_tensor_t* freqs, coda_heads_t heads, float eps,
+                                        const coda_tensor_t* dout, const coda_tensor_t* dqkv_out,
+                                        const coda_tensor_t* dgamma_q_partials,
+                                        const coda_tensor_t* dgamma_k_partials, const coda_tensor_t* zdz_out,
+                                        float zdz_scale, coda_stream_t stream) {
+  const coda::QkNormRopeBackwardArgs args{tv(qkv),       tv(gamma_q),           tv(gamma_k),
+                                          tv(positions), tv(freqs),             hd(heads),
+                                          eps,           tv(dout),              tv(dqkv_out),
+                                          tv(dgamma_q_partials), tv(dgamma_k_partials), tv(zdz_out),
+                                          zdz_scale};
+  return dispatch(
+      "qknorm_rope_backward",
+      {{"qkv", qkv}, {"gamma_q", gamma_q}, {"gamma_k", gamma_k}, {"positions", positions}, {"freqs", freqs},
+       {"dout", dout}, {"dqkv_out", dqkv_out}, {"dgamma_q_partials", dgamma_q_partials},
+       {"dgamma_k_partials", dgamma_k_partials}, {"zdz_out", zdz_out}},
+      [&] { return coda::qknorm_rope_backward(args, st(stream)); },
+      [&] { return coda::emu::qknorm_rope_backward(args); });
+}
+
 // ---- weight-layout helpers ------------------------------------------------------------------------------
 
 coda_status_t coda_interleave_gate_up(const coda_tensor_t* gate, const coda_tensor_t* up, const coda_tensor_t* out,

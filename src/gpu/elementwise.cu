@@ -1,6 +1,7 @@
-// The small GPU kernels outside the GEMMs: partial finishes, cross-entropy, QK-norm + RoPE, the
-// logits-free loss, weight-layout helpers and the unfused path's straightforward kernels. They use
-// the emulator's functors (coda/epilogue/*.hpp); every entry validates before launching.
+// The small GPU kernels outside the GEMMs: partial finishes, cross-entropy, QK-norm + RoPE and the
+// elementwise backwards of RoPE and QK-norm + RoPE, the logits-free loss, weight-layout helpers and
+// the unfused path's straightforward kernels. They use the emulator's functors
+// (coda/epilogue/*.hpp); every entry validates before launching.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -230,6 +231,134 @@ __global__ void qknorm_rope_kernel(QkParams p) {
     }
     put(p.out, m, c, x);
     if (c + 1 < p.n) put(p.out, m, c + 1, y);
+  }
+}
+
+// ---- RoPE and QK-norm + RoPE backward -------------------------------------------------------------------
+// The emulator's loops (src/emu/elementwise.cpp) spread over threads: the same functors, fp32 sums in
+// another order. A negative position gives NaN gradients in its row's q and k columns (a NaN angle,
+// as in the forward kernels); the emulator, which can read positions on the host, rejects it.
+
+// One block per row, a thread per pair: dz = R(-theta) dqkv on q and k, dqkv as it is on v, and
+// ZdZ = scale * sum_k qkv dqkv (= z dz: the rotation keeps dot products) by a block reduction. dz may
+// be dqkv itself: each element is read and then written by the same thread.
+__global__ void rope_backward_kernel(Mat2 qkv, Mat2 dqkv, Mat2 dz, const int* positions, const float* freqs,
+                                     int64_t hd, int64_t rope_cols, int64_t n, float* zdz, float zdz_scale) {
+  const int64_t m = blockIdx.x;
+  const int pos = positions[m];
+  float acc = 0.0f;
+  for (int64_t c = 2 * threadIdx.x; c < n; c += 2 * blockDim.x) {  // n is even (head_dim is)
+    float x = at(dqkv, m, c), y = at(dqkv, m, c + 1);
+    acc += at(qkv, m, c) * x + at(qkv, m, c + 1) * y;
+    if (c < rope_cols) {
+      float s, co;
+      epi::rope_sincos_at(pos, freqs[(c % hd) / 2], &s, &co);
+      epi::rotate(&x, &y, -s, co);
+    }
+    put(dz, m, c, x);
+    put(dz, m, c + 1, y);
+  }
+  if (zdz) {  // uniform over the block
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) zdz[m] = zdz_scale * acc;
+  }
+}
+
+struct QkBwdParams {
+  Mat2 qkv, dout, dqkv, dgamma_q, dgamma_k;
+  const void* gamma_q;
+  const void* gamma_k;
+  int gq_dt, gk_dt;
+  const int* positions;
+  const float* freqs;
+  float* zdz;
+  float zdz_scale;
+  int64_t rows, hq, hkv, hd, n;
+  float eps;
+};
+
+// du = R(-theta) dout at the q/k pair (c, c + 1) of row m: the gradient before the rotation.
+__device__ __forceinline__ void unrotated_dout(const QkBwdParams& p, int64_t m, int64_t c, int pos, float freq,
+                                               float* du) {
+  float s, co;
+  epi::rope_sincos_at(pos, freq, &s, &co);
+  du[0] = at(p.dout, m, c);
+  du[1] = at(p.dout, m, c + 1);
+  epi::rotate(&du[0], &du[1], -s, co);
+}
+
+// One block per row granule (CODA_PARTIAL_ROWS rows, so blockIdx.x is the partial row), one warp per
+// row at a time. For each q/k head the warp recomputes r from the stored pre-norm values, un-rotates
+// dout, and writes dx = rmsnorm_dx(du, x r, r, gamma, c) with c = (1/hd) sum_j du_j gamma_j x_j r (sums
+// by shuffles); v passes dout through; ZdZ = scale * sum over the row of qkv dqkv. A lane owns the
+// pairs lane + 32 i of every head, so it alone touches those columns of dqkv (dout may be dqkv: it
+// reads a column before it writes it) and of its warp's dgamma sums in shared memory
+// ([warps][2][hd]: q then k, summed over the warp's rows and heads). At the end the block adds the
+// warps' sums in a fixed order and stores partial row blockIdx.x: every entry, plain stores,
+// deterministic.
+// NOTES: a faster version would keep a head's pairs and the row's sin/cos in registers instead of
+// re-reading them (L1 hits) and recomputing the angles per head, and would split a granule over a
+// thread-block cluster (adding the blocks' sums through distributed shared memory) when M / 128 is
+// below the SM count.
+__global__ void qknorm_rope_backward_kernel(QkBwdParams p) {
+  extern __shared__ float dgamma_sums[];
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int64_t hd = p.hd;
+  float* mine = dgamma_sums + int64_t(w) * 2 * hd;
+  for (int64_t j = 2 * lane; j < hd; j += 64) mine[j] = mine[j + 1] = mine[hd + j] = mine[hd + j + 1] = 0.0f;
+  const int64_t g0 = int64_t(blockIdx.x) * CODA_PARTIAL_ROWS;
+  const int64_t g1 = p.rows - g0 < CODA_PARTIAL_ROWS ? p.rows : g0 + CODA_PARTIAL_ROWS;
+  const int64_t rope_cols = (p.hq + p.hkv) * hd;
+  const float inv_hd = 1.0f / static_cast<float>(hd);
+  for (int64_t m = g0 + w; m < g1; m += warps) {
+    const int pos = p.positions[m];
+    float zdz = 0.0f;
+    for (int64_t head = 0; head < p.hq + p.hkv; ++head) {
+      const bool is_q = head < p.hq;
+      const void* g = is_q ? p.gamma_q : p.gamma_k;
+      const int gdt = is_q ? p.gq_dt : p.gk_dt;
+      float* dgamma = mine + (is_q ? 0 : hd);
+      const int64_t c0 = head * hd;
+      float ss = 0.0f;
+      for (int64_t j = 2 * lane; j < hd; j += 64) {
+        const float x0 = at(p.qkv, m, c0 + j), x1 = at(p.qkv, m, c0 + j + 1);
+        ss += x0 * x0 + x1 * x1;
+      }
+      const float r = epi::rms_rstd(warp_sum(ss), inv_hd, p.eps);
+      float c = 0.0f;
+      for (int64_t j = 2 * lane; j < hd; j += 64) {
+        float du[2];
+        unrotated_dout(p, m, c0 + j, pos, p.freqs[j / 2], du);
+        for (int b = 0; b < 2; ++b) c += du[b] * ld_f(g, j + b, gdt) * at(p.qkv, m, c0 + j + b) * r;
+      }
+      c = warp_sum(c) * inv_hd;
+      for (int64_t j = 2 * lane; j < hd; j += 64) {
+        float du[2];
+        unrotated_dout(p, m, c0 + j, pos, p.freqs[j / 2], du);
+        for (int b = 0; b < 2; ++b) {
+          const float x = at(p.qkv, m, c0 + j + b), xh = x * r;
+          dgamma[j + b] += du[b] * xh;
+          const float dx = epi::rmsnorm_dx(du[b], xh, r, ld_f(g, j + b, gdt), c);
+          zdz += x * dx;
+          put(p.dqkv, m, c0 + j + b, dx);
+        }
+      }
+    }
+    for (int64_t col = rope_cols + lane; col < p.n; col += 32) {  // v: the gradient passes through
+      const float d = at(p.dout, m, col);
+      zdz += at(p.qkv, m, col) * d;
+      put(p.dqkv, m, col, d);
+    }
+    if (p.zdz) {  // uniform over the block
+      zdz = warp_sum(zdz);
+      if (lane == 0) p.zdz[m] = p.zdz_scale * zdz;
+    }
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < 2 * hd; j += blockDim.x) {
+    float s = 0.0f;
+    for (int v = 0; v < warps; ++v) s += dgamma_sums[int64_t(v) * 2 * hd + j];
+    put(j < hd ? p.dgamma_q : p.dgamma_k, blockIdx.x, j < hd ? j : j - hd, s);
   }
 }
 
@@ -662,6 +791,72 @@ Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   p.n = args.heads.qkv_cols();
   p.eps = args.eps;
   qknorm_rope_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(p);
+  return launch_status(op);
+}
+
+Status rope_backward(const RopeBackwardArgs& args, cudaStream_t stream) {
+  const char* op = "rope_backward";
+  CODA_TRY(validate(args));
+  const int64_t rows = args.qkv.rows();
+  if (rows == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"dqkv", args.dqkv}, {"positions", args.positions},
+        {"freqs", args.freqs}, {"dz_out", args.dz_out}, {"zdz_out", args.zdz_out}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  const int64_t n = args.heads.qkv_cols();
+  const auto threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(n / 2, 32) * 32));
+  rope_backward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+      mat_of(args.qkv), mat_of(args.dqkv), mat_of(args.dz_out), static_cast<const int*>(args.positions.data()),
+      static_cast<const float*>(args.freqs.data()), args.heads.head_dim, args.heads.rope_cols(), n,
+      static_cast<float*>(args.zdz_out.data()), args.zdz_scale);
+  return launch_status(op);
+}
+
+Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, cudaStream_t stream) {
+  const char* op = "qknorm_rope_backward";
+  CODA_TRY(validate(args));
+  // The kernel's per-warp dgamma sums (2 head_dim floats a warp) live in at most 48 KiB of shared
+  // memory (no opt-in): up to 8 warps a block, fewer for a wide head, one at the least.
+  constexpr int64_t kSmemBytes = 48 * 1024, kMaxWarps = 8;
+  const int64_t hd = args.heads.head_dim, warp_bytes = 2 * hd * static_cast<int64_t>(sizeof(float));
+  if (warp_bytes > kSmemBytes)
+    return Status::not_supported(std::string(op) + ": argument 'heads.head_dim' must be <= " +
+                                 std::to_string(kSmemBytes / 8) + " on the GPU (a warp's dgamma sums in shared " +
+                                 "memory), got " + std::to_string(hd));
+  const int64_t rows = args.qkv.rows();
+  if (rows == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"gamma_q", args.gamma_q}, {"gamma_k", args.gamma_k},
+        {"positions", args.positions}, {"freqs", args.freqs}, {"dout", args.dout}, {"dqkv_out", args.dqkv_out},
+        {"dgamma_q_partials", args.dgamma_q_partials}, {"dgamma_k_partials", args.dgamma_k_partials},
+        {"zdz_out", args.zdz_out}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  QkBwdParams p{};
+  p.qkv = mat_of(args.qkv);
+  p.dout = mat_of(args.dout);
+  p.dqkv = mat_of(args.dqkv_out);
+  p.dgamma_q = mat_of(args.dgamma_q_partials);
+  p.dgamma_k = mat_of(args.dgamma_k_partials);
+  p.gamma_q = args.gamma_q.data();
+  p.gamma_k = args.gamma_k.data();
+  p.gq_dt = static_cast<int>(args.gamma_q.dtype());
+  p.gk_dt = static_cast<int>(args.gamma_k.dtype());
+  p.positions = static_cast<const int*>(args.positions.data());
+  p.freqs = static_cast<const float*>(args.freqs.data());
+  p.zdz = static_cast<float*>(args.zdz_out.data());
+  p.zdz_scale = args.zdz_scale;
+  p.rows = rows;
+  p.hq = args.heads.heads_q;
+  p.hkv = args.heads.heads_kv;
+  p.hd = hd;
+  p.n = args.heads.qkv_cols();
+  p.eps = args.eps;
+  const int64_t warps = std::min(kMaxWarps, kSmemBytes / warp_bytes);
+  const auto grid = static_cast<unsigned>(ceil_div(rows, CODA_PARTIAL_ROWS));
+  qknorm_rope_backward_kernel<<<grid, static_cast<unsigned>(32 * warps), static_cast<size_t>(warps * warp_bytes),
+                                stream>>>(p);
   return launch_status(op);
 }
 

@@ -38,6 +38,16 @@ inline Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& a, const emu::Emu
   return result(coda_gemm_rmsnorm_backward(d(a.a), d(a.b), d(a.x), d(a.rstd), d(a.zdz), d(a.norm_weight), d(a.dres),
                                            d(a.dx_out), d(a.y_out), d(a.dw_partials), nullptr));
 }
+inline Status rope_backward(const RopeBackwardArgs& a) {
+  return result(coda_rope_backward(d(a.qkv), d(a.dqkv), d(a.positions), d(a.freqs), heads(a.heads), d(a.dz_out),
+                                   d(a.zdz_out), a.zdz_scale, nullptr));
+}
+inline Status qknorm_rope_backward(const QkNormRopeBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  return result(coda_qknorm_rope_backward(d(a.qkv), d(a.gamma_q), d(a.gamma_k), d(a.positions), d(a.freqs),
+                                          heads(a.heads), a.eps, d(a.dout), d(a.dqkv_out), d(a.dgamma_q_partials),
+                                          d(a.dgamma_k_partials), d(a.zdz_out), a.zdz_scale, nullptr));
+}
 inline Status col_sum_finish(const ColSumFinishArgs& a) {
   return result(coda_col_sum_finish(d(a.partials), d(a.out), nullptr));
 }

@@ -79,6 +79,18 @@ inline Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& a, const emu::Emu
   return run(a, [](const A& x) { return coda::gemm_rmsnorm_backward(x); }, &A::a, &A::b, &A::x, &A::rstd, &A::zdz,
              &A::norm_weight, &A::dres, &A::dx_out, &A::y_out, &A::dw_partials);
 }
+inline Status rope_backward(const RopeBackwardArgs& a) {
+  using A = RopeBackwardArgs;
+  return run(a, [](const A& x) { return coda::rope_backward(x); }, &A::qkv, &A::dqkv, &A::positions, &A::freqs,
+             &A::dz_out, &A::zdz_out);
+}
+inline Status qknorm_rope_backward(const QkNormRopeBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  using A = QkNormRopeBackwardArgs;
+  return run(a, [](const A& x) { return coda::qknorm_rope_backward(x); }, &A::qkv, &A::gamma_q, &A::gamma_k,
+             &A::positions, &A::freqs, &A::dout, &A::dqkv_out, &A::dgamma_q_partials, &A::dgamma_k_partials,
+             &A::zdz_out);
+}
 inline Status col_sum_finish(const ColSumFinishArgs& a) {
   using A = ColSumFinishArgs;
   return run(a, [](const A& x) { return coda::col_sum_finish(x); }, &A::partials, &A::out);

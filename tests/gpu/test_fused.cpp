@@ -46,6 +46,8 @@ class GpuOps : public ::testing::Test {
 #define CODA_OP_SUITE GpuOps
 #define CODA_OPS_BACKWARD 0
 #define CODA_OPS_RMSNORM_BACKWARD 1
+#define CODA_OPS_ROPE_BACKWARD 1
+#define CODA_OPS_QKNORM_BACKWARD 1
 
 #include "common/op_tests.inc"
 
