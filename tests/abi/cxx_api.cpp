@@ -111,6 +111,11 @@ int main() {
   REJECT(lse_finish(LseFinishArgs{}));
   REJECT(cross_entropy(CrossEntropyArgs{}));
   REJECT(lm_head_loss(LmHeadLossArgs{}));
+  REJECT(gemm_rmsnorm_backward(RmsNormBackwardArgs{}));
+  REJECT(row_sum_finish(RowSumFinishArgs{}));
+  REJECT(col_sum_finish(ColSumFinishArgs{}));
+  REJECT(rope_backward(RopeBackwardArgs{}));
+  REJECT(qknorm_rope_backward(QkNormRopeBackwardArgs{}));
   REJECT(interleave_gate_up({}, {}, {}));
   REJECT(permute_rotate_half_to_interleaved({}, HeadDims{}, {}));
   REJECT(unfused::add({}, {}, {}));
