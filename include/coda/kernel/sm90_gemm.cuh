@@ -387,7 +387,7 @@ struct Sm90Gemm {
     }
     // Staged tile i at column n of the pair (a 64 x 64 16-bit box, 128-byte swizzled rows).
     CUTE_DEVICE const uint8_t* tile_at(int i, const epi::Frag& f, int n) const {
-      return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 64, 2, false) + 2 * (n - f.n);
+      return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
       if (i < kTmaTiles) return to_float(*reinterpret_cast<const unsigned short*>(tile_at(i, f, n)));
@@ -408,8 +408,8 @@ struct Sm90Gemm {
     // Output o's staging address of the pair's first column (+ dn columns for a same-width output;
     // a half-width output's column is the pair's, n / 2).
     CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int dn) const {
-      if (out_shift(o)) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 32, kEs, true);
-      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 64, kEs, false) + dn * kEs;
+      if (out_shift(o)) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
+      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + dn * kEs;
     }
     CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
       uint8_t* a = out_at(o, f, n - f.n);
@@ -825,9 +825,9 @@ struct Sm90Gemm {
     const int chunk_bytes = chunk_bytes_all(p.epi);
     const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
     constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
-    const StageAddr out_full = stage_addr(lane, warp, 64, kEs, false);
-    const StageAddr out_half = stage_addr(lane, warp, 32, kEs, true);
-    const StageAddr tile_a = stage_addr(lane, warp, 64, 2, false);
+    const StageAddr out_full = stage_addr(lane, warp, 2, kEs);
+    const StageAddr out_half = stage_addr(lane, warp, 1, kEs);
+    const StageAddr tile_a = stage_addr(lane, warp, 2, 2);
 
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {

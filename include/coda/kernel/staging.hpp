@@ -3,13 +3,16 @@
 //
 // A 64-row chunk of an operand with `cols` columns of `es` bytes is staged as TMA boxes of
 // box = min(cols es, 128) bytes per row, each swizzled like the box (TMA's 128B / 64B / 32B modes:
-// 16-byte units XOR the row bits). The thread's pair (jj, b) of the wgmma accumulator sits at row
-// lr0 + 8 b (lr0 = 16 warp + lane / 4) and column cthr + cc, with cthr = 2 q (q = lane % 4) and
-// cc = 8 jj; for a half-width output (one column per pair) cthr = q and cc = 4 jj. Its offset is
+// 16-byte units XOR the row bits). An operand covers `per` of its columns per accumulator pair:
+// 1 (half width: SwiGLU's o), 2 (same width), 4 (double width: SwiGLU backward's z and dz), so a
+// chunk (the accumulator's 64 columns) holds cols = 32 per of them. The thread's pair (jj, b) of the
+// wgmma accumulator sits at row lr0 + 8 b (lr0 = 16 warp + lane / 4) and columns cthr + cc .. + per - 1,
+// with cthr = per q (q = lane % 4) and cc = 4 per jj. Its offset is
 //     (cc es / box) (64 box) + (lr0 + 8 b) box + ((cc es mod box) XOR u),   u = cthr es XOR (row bits << 4)
 // because the thread part never carries into the box index, its bits are disjoint from the pair
-// part, and the row bits depend on the lane only (8 b and 16 warp leave them unchanged). So an
-// access costs one XOR with a constant and one add; the rest is the instruction's immediate.
+// part, and the row bits depend on the lane only (8 b and 16 warp leave them unchanged); the
+// pair's further columns are the next elements of the same 16-byte unit. So an access costs one
+// XOR with a constant and one add; the rest is the instruction's immediate.
 #pragma once
 
 #include <cstdint>
@@ -38,17 +41,17 @@ struct StageAddr {
   uint32_t row;  // lr0 * box
   uint32_t u;    // cthr es ^ (row bits << 4)
 };
-CODA_HD StageAddr stage_addr(int lane, int warp, int cols, int es, bool half) {
-  const int box = stage_box(cols, es);
+CODA_HD StageAddr stage_addr(int lane, int warp, int per, int es) {
+  const int box = stage_box(32 * per, es);
   const int lr0 = 16 * warp + (lane >> 2), q = lane & 3;
   const int rowbits = ((lr0 * box) >> 7) & (box / 16 - 1);
-  return {static_cast<uint32_t>(lr0 * box), static_cast<uint32_t>(((half ? q : 2 * q) * es) ^ (rowbits << 4))};
+  return {static_cast<uint32_t>(lr0 * box), static_cast<uint32_t>((per * q * es) ^ (rowbits << 4))};
 }
-// ... and the offset of pair (jj, b): with jj, b and the operand's shape compile-time constants,
-// one XOR and one add.
-CODA_HD uint32_t stage_off(const StageAddr& a, int jj, int b, int cols, int es, bool half) {
-  const int box = stage_box(cols, es);
-  const int cc = (half ? 4 : 8) * jj * es;
+// ... and the offset of pair (jj, b)'s first column: with jj, b and the operand's shape
+// compile-time constants, one XOR and one add.
+CODA_HD uint32_t stage_off(const StageAddr& a, int jj, int b, int per, int es) {
+  const int box = stage_box(32 * per, es);
+  const int cc = 4 * per * jj * es;
   return static_cast<uint32_t>((cc / box) * (kStageRows * box) + 8 * b * box) + a.row +
          (static_cast<uint32_t>(cc % box) ^ a.u);
 }
