@@ -205,6 +205,14 @@ coda_status_t coda_gemm_rmsnorm_backward(const coda_tensor_t* a, const coda_tens
                                          const coda_tensor_t* norm_weight, const coda_tensor_t* dres,
                                          const coda_tensor_t* dx_out, const coda_tensor_t* y_out,
                                          const coda_tensor_t* dw_partials, coda_stream_t stream);
+/* SwiGLU backward in the epilogue of do = a b^T (the dgrad form: b = Wdown [K, F] viewed as [F, K]):
+ * dz_out [M, 2F] interleaved (dg, du) from do and the saved interleaved z [M, 2F] (on the GPU read
+ * through TMA: bf16 or fp16), o_out [M, F] = silu(g) u recomputed (optional), zdz_partials
+ * [M, ceil(F / CODA_PARTIAL_COLS)] fp32 = sum of g dg + u du per granule (optional; then
+ * coda_row_sum_finish). */
+coda_status_t coda_gemm_swiglu_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* z,
+                                        const coda_tensor_t* dz_out, const coda_tensor_t* o_out,
+                                        const coda_tensor_t* zdz_partials, coda_stream_t stream);
 /* out[m] = scale * sum_t partials[m, t] (ZdZ from row partials) */
 coda_status_t coda_row_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, float scale,
                                   coda_stream_t stream);

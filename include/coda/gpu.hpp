@@ -57,6 +57,10 @@ Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
 // dx = r (dy w - xh c) (+ dres, in place allowed), y = xh w, dw partials per row granule, with
 // dy = a b^T, xh = x r (RmsNormBackwardArgs). Not yet validated on a GPU (issue 9).
 Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t stream = nullptr);
+// dz = (dg, du) interleaved [M, 2F] from do = a b^T and the saved z, o = silu(g) u recomputed
+// (optional), ZdZ row partials per 128-column granule of do (SwigluBackwardArgs). Not yet validated
+// on a GPU (issue 9).
+Status gemm_swiglu_backward(const SwigluBackwardArgs& args, cudaStream_t stream = nullptr);
 // out[m] = scale * sum_t P[m, t] (ZdZ from row partials); out[n] = sum_t Q[t, n] (dw).
 Status row_sum_finish(const RowSumFinishArgs& args, cudaStream_t stream = nullptr);
 Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream = nullptr);

@@ -258,6 +258,17 @@ coda_status_t coda_gemm_rmsnorm_backward(const coda_tensor_t* a, const coda_tens
       [&] { return coda::emu::gemm_rmsnorm_backward(args); });
 }
 
+coda_status_t coda_gemm_swiglu_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* z,
+                                        const coda_tensor_t* dz_out, const coda_tensor_t* o_out,
+                                        const coda_tensor_t* zdz_partials, coda_stream_t stream) {
+  const coda::SwigluBackwardArgs args{tv(a), tv(b), tv(z), tv(dz_out), tv(o_out), tv(zdz_partials)};
+  return dispatch(
+      "gemm_swiglu_backward",
+      {{"a", a}, {"b", b}, {"z", z}, {"dz_out", dz_out}, {"o_out", o_out}, {"zdz_partials", zdz_partials}},
+      [&] { return coda::gemm_swiglu_backward(args, st(stream)); },
+      [&] { return coda::emu::gemm_swiglu_backward(args); });
+}
+
 coda_status_t coda_row_sum_finish(const coda_tensor_t* partials, const coda_tensor_t* out, float scale,
                                   coda_stream_t stream) {
   const coda::RowSumFinishArgs args{tv(partials), tv(out), scale};

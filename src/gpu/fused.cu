@@ -32,9 +32,10 @@ Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
   return {};
 }
 
-// GPU rules on the tile outputs, checked before anything is written: one dtype per launch; the epilogue stages 64 rows of every output per chunk
-// in 16 KiB per warpgroup (half-width outputs take half), so fp32 outputs of two-output operators
-// do not fit.
+// GPU rules on the tile outputs, checked before anything is written: one dtype per launch; the
+// epilogue stages 64 rows of every output per chunk in epi::arena_bytes per warpgroup (16 KiB, 8 KiB
+// more per double-width output; half-width outputs take half, double-width ones twice), so fp32
+// outputs of two-output operators do not fit.
 template <class Program>
 Status check_staging(const char* op, const sm90::EpiParams& e) {
   constexpr epi::Resources R = epi::resources_of<Program>();
@@ -49,11 +50,11 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
   for (int o = 0; o < e.num_outs; ++o)
     if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) es = 4;
   int bytes = 0;
-  for (int o = 0; o < e.num_outs; ++o) bytes += 64 * (64 >> ((R.half_outs >> o) & 1)) * es;
-  if (bytes > 16384)
-    return Status::not_supported(std::string(op) +
-                                 ": these fp32 tile outputs do not fit the epilogue's staging buffer (16 KiB per 64-row "
-                                 "chunk); use bf16 or fp16 outputs for this operator");
+  for (int o = 0; o < e.num_outs; ++o) bytes += 64 * 32 * epi::out_per(R, o) * es;
+  if (bytes > epi::arena_bytes(R))
+    return Status::not_supported(std::string(op) + ": these fp32 tile outputs do not fit the epilogue's staging buffer (" +
+                                 std::to_string(epi::arena_bytes(R) / 1024) +
+                                 " KiB per 64-row chunk); use bf16 or fp16 outputs for this operator");
   return {};
 }
 
@@ -228,6 +229,25 @@ Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t strea
   CODA_TRY(bind_output(L.epi, P::kOutDx, args.dx_out, op));
   CODA_TRY(bind_output(L.epi, P::kOutY, args.y_out, op));
   L.epi.col_sums[P::kColDw] = partial_of(args.dw_partials);
+  return run_fused<false>(op, args.a, args.b, L, stream);
+}
+
+// The backward of SwiGLU in the epilogue of do = dY Wdown (coda-math.md 5.3), the dgrad form: dz
+// and z span twice the accumulator's columns (interleaved gate/up).
+Status gemm_swiglu_backward(const SwigluBackwardArgs& args, cudaStream_t stream) {
+  const char* op = "gemm_swiglu_backward";
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"z", args.z}, {"dz_out", args.dz_out},
+                                {"o_out", args.o_out}, {"zdz_partials", args.zdz_partials}}));
+  using P = programs::SwigluBackward;
+  LaunchArgs<P> L;
+  L.program.flags |= args.o_out.defined() ? P::kHasO : 0u;
+  L.program.flags |= args.zdz_partials.defined() ? P::kHasZdZ : 0u;
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileZ, args.z, op));
+  CODA_TRY(bind_output(L.epi, P::kOutDz, args.dz_out, op));
+  CODA_TRY(bind_output(L.epi, P::kOutO, args.o_out, op));
+  L.epi.row_sums[P::kRowZdZ] = partial_of(args.zdz_partials);
   return run_fused<false>(op, args.a, args.b, L, stream);
 }
 

@@ -21,7 +21,9 @@
   X(E, true, true, 0, ::coda::programs::LmHeadLse)                    \
   X(E, true, true, 2, ::coda::programs::LmHeadLse)                    \
   X(E, true, false, 0, ::coda::programs::RmsNormBackward)             \
-  X(E, true, false, 2, ::coda::programs::RmsNormBackward)
+  X(E, true, false, 2, ::coda::programs::RmsNormBackward)             \
+  X(E, true, false, 0, ::coda::programs::SwigluBackward)              \
+  X(E, true, false, 2, ::coda::programs::SwigluBackward)
 
 #define CODA_FUSED_ALL(X)                    \
   CODA_FUSED_KERNELS(X, cutlass::bfloat16_t) \

@@ -112,6 +112,7 @@ int main() {
   REJECT(cross_entropy(CrossEntropyArgs{}));
   REJECT(lm_head_loss(LmHeadLossArgs{}));
   REJECT(gemm_rmsnorm_backward(RmsNormBackwardArgs{}));
+  REJECT(gemm_swiglu_backward(SwigluBackwardArgs{}));
   REJECT(row_sum_finish(RowSumFinishArgs{}));
   REJECT(col_sum_finish(ColSumFinishArgs{}));
   REJECT(rope_backward(RopeBackwardArgs{}));

@@ -48,6 +48,14 @@ inline Status qknorm_rope_backward(const QkNormRopeBackwardArgs& a, const emu::E
                                           heads(a.heads), a.eps, d(a.dout), d(a.dqkv_out), d(a.dgamma_q_partials),
                                           d(a.dgamma_k_partials), d(a.zdz_out), a.zdz_scale, nullptr));
 }
+inline Status gemm_swiglu_backward(const SwigluBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  return result(
+      coda_gemm_swiglu_backward(d(a.a), d(a.b), d(a.z), d(a.dz_out), d(a.o_out), d(a.zdz_partials), nullptr));
+}
+inline Status row_sum_finish(const RowSumFinishArgs& a) {
+  return result(coda_row_sum_finish(d(a.partials), d(a.out), a.scale, nullptr));
+}
 inline Status col_sum_finish(const ColSumFinishArgs& a) {
   return result(coda_col_sum_finish(d(a.partials), d(a.out), nullptr));
 }

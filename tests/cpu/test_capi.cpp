@@ -35,6 +35,7 @@ class CAbiHost : public ::testing::Test {};
 #define CODA_OP_SUITE CAbiHost
 #define CODA_OPS_BACKWARD 0
 #define CODA_OPS_RMSNORM_BACKWARD 1
+#define CODA_OPS_SWIGLU_BACKWARD 1
 #define CODA_OPS_ROPE_BACKWARD 1
 #define CODA_OPS_QKNORM_BACKWARD 1
 #define CODA_OPS_CE_ZDZ 0

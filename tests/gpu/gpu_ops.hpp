@@ -91,6 +91,12 @@ inline Status qknorm_rope_backward(const QkNormRopeBackwardArgs& a, const emu::E
              &A::positions, &A::freqs, &A::dout, &A::dqkv_out, &A::dgamma_q_partials, &A::dgamma_k_partials,
              &A::zdz_out);
 }
+inline Status gemm_swiglu_backward(const SwigluBackwardArgs& a, const emu::EmuConfig& cfg = {}) {
+  CODA_TRY(grain_check(cfg));
+  using A = SwigluBackwardArgs;
+  return run(a, [](const A& x) { return coda::gemm_swiglu_backward(x); }, &A::a, &A::b, &A::z, &A::dz_out, &A::o_out,
+             &A::zdz_partials);
+}
 inline Status col_sum_finish(const ColSumFinishArgs& a) {
   using A = ColSumFinishArgs;
   return run(a, [](const A& x) { return coda::col_sum_finish(x); }, &A::partials, &A::out);

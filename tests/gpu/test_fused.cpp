@@ -46,6 +46,7 @@ class GpuOps : public ::testing::Test {
 #define CODA_OP_SUITE GpuOps
 #define CODA_OPS_BACKWARD 0
 #define CODA_OPS_RMSNORM_BACKWARD 1
+#define CODA_OPS_SWIGLU_BACKWARD 1
 #define CODA_OPS_ROPE_BACKWARD 1
 #define CODA_OPS_QKNORM_BACKWARD 1
 

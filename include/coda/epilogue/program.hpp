@@ -57,6 +57,8 @@
 //   col_vecs                       column vectors 0 .. n-1 it reads (staged once per tile)
 //   rotation                       1 if it calls ctx.rotation (the GPU keeps a sin/cos table)
 //   col_sums                       column-partial slots 0 .. n-1 it feeds (ctx.col_sum)
+//   wide_tiles, wide_outs          bit masks of tile operands / outputs with twice the accumulator's
+//                                  columns (columns 2n .. 2n + 3 for accumulator pair (n, n + 1))
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -81,7 +83,21 @@ struct Resources {
   int col_vecs = 0;
   int rotation = 0;
   int col_sums = 0;
+  int wide_tiles = 0;
+  int wide_outs = 0;
 };
+
+// The columns of output o / tile operand i that one accumulator pair covers: 1 (half width), 2
+// (same width) or 4 (double width); a 64-column accumulator chunk holds 32 per of them.
+constexpr int out_per(Resources r, int o) { return (r.half_outs >> o) & 1 ? 1 : ((r.wide_outs >> o) & 1 ? 4 : 2); }
+constexpr int tile_per(Resources r, int i) { return (r.wide_tiles >> i) & 1 ? 4 : 2; }
+// The GPU epilogue's staging arena per warpgroup: one 64-row chunk of two same-width 16-bit outputs,
+// plus 8 KiB for each double-width output.
+constexpr int arena_bytes(Resources r) {
+  int n = 0;
+  for (int m = r.wide_outs; m; m >>= 1) n += m & 1;
+  return 16384 + 8192 * n;
+}
 
 // The entry of a column vector that column n reads: (n mod period) / step, period 0 meaning none
 // (RoPE frequencies, one per pair of a head: period head_dim, step 2). Both backends' bindings.

@@ -147,7 +147,9 @@ struct Sm90Gemm {
   static constexpr int kClusterN = size<1>(ClusterShape{});
   static constexpr int kThreads = 384;
   static constexpr bool kPingpongV = kPingpong;
-  static constexpr int kEpiArenaBytes = 16384;  // per consumer warpgroup
+  // Per consumer warpgroup: one chunk of two same-width 16-bit outputs, 8 KiB more per double-width
+  // output (epi::arena_bytes; the host's staging check uses the same rule).
+  static constexpr int kEpiArenaBytes = epi::arena_bytes(epi::resources_of<Program>());
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
 
@@ -168,7 +170,8 @@ struct Sm90Gemm {
   static constexpr int kColSums = kRes.col_sums;
   static_assert(kColSums == 0 || kTileM == CODA_PARTIAL_ROWS, "column partials need tiles of one row granule");
   static constexpr int kTmaTiles = kRes.tma_tiles;
-  static constexpr int kTileSlotBytes = kChunkRows * 128;  // a 64 x 64 chunk of a 16-bit tile
+  // A 64 x 64 chunk of a 16-bit tile, or 64 x 128 (two TMA boxes) when a tile is double width.
+  static constexpr int kTileSlotBytes = kChunkRows * 128 * (kRes.wide_tiles ? 2 : 1);
   static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
@@ -332,9 +335,10 @@ struct Sm90Gemm {
     int rot_m, rot_phase;
   };
 
-  // Output o's columns per chunk (half-width outputs hold 32) and its place in a staging buffer.
-  CUTE_HOST_DEVICE static constexpr int out_shift(int o) { return (kRes.half_outs >> o) & 1; }
-  CUTE_HOST_DEVICE static constexpr int out_cols(int o) { return kChunkCols >> out_shift(o); }
+  // Output o's columns per accumulator pair (1, 2, 4: half, same, double width) and per chunk, and
+  // its place in a staging buffer.
+  CUTE_HOST_DEVICE static constexpr int out_per(int o) { return epi::out_per(kRes, o); }
+  CUTE_HOST_DEVICE static constexpr int out_cols(int o) { return kChunkCols / 2 * out_per(o); }
   CUTE_HOST_DEVICE static constexpr int out_offset(int o, int es) {
     int off = 0;
     for (int i = 0; i < o; ++i) off += kChunkRows * out_cols(i) * es;
@@ -361,7 +365,7 @@ struct Sm90Gemm {
     // asm, so the compiler can issue them ahead of the program's arithmetic; the ring barrier's
     // wait (a memory clobber) keeps them after the data has landed.
     const uint8_t* tiles;
-    StageAddr out_full, out_half, tile_a;
+    StageAddr out_full, out_half, out_wide, tile_a, tile_w;  // staging addresses by columns per pair
     TileAcc& acc;
     float rowv[kEpiSlots][2];  // row operands at the thread's two rows
     int rowi[kEpiSlots][2];
@@ -385,8 +389,12 @@ struct Sm90Gemm {
       static_assert(kColVecs > 0, "the program reads column vectors: declare them in kResources.col_vecs");
       return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)];
     }
-    // Staged tile i at column n of the pair (a 64 x 64 16-bit box, 128-byte swizzled rows).
+    // Staged tile i at its column n, one of the pair's (64 x 64 16-bit boxes, 128-byte swizzled rows;
+    // a double-width tile's pair covers its columns 2 f.n .. 2 f.n + 3).
     CUTE_DEVICE const uint8_t* tile_at(int i, const epi::Frag& f, int n) const {
+      constexpr int kWide = kRes.wide_tiles;
+      if ((kWide >> i) & 1)
+        return tiles + i * kTileSlotBytes + stage_off(tile_w, jj_of(f), b_of(f), 4, 2) + 2 * (n - 2 * f.n);
       return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
@@ -405,14 +413,17 @@ struct Sm90Gemm {
       if constexpr (TileDt == kDtFP16) return fp16_bits_to_float(bits);
       else return bf16_bits_to_float(bits);
     }
-    // Output o's staging address of the pair's first column (+ dn columns for a same-width output;
-    // a half-width output's column is the pair's, n / 2).
-    CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int dn) const {
-      if (out_shift(o)) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
-      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + dn * kEs;
+    // Output o's staging address at its column n, one of the pair's: f.n / 2 (half width), f.n or
+    // f.n + 1 (same width), 2 f.n .. 2 f.n + 3 (double width).
+    CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int n) const {
+      constexpr int kHalf = kRes.half_outs, kWide = kRes.wide_outs;
+      if ((kHalf >> o) & 1) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
+      if ((kWide >> o) & 1)
+        return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
+      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
     }
     CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
-      uint8_t* a = out_at(o, f, n - f.n);
+      uint8_t* a = out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         *reinterpret_cast<unsigned short*>(a) = __bfloat16_as_ushort(h);
@@ -428,7 +439,7 @@ struct Sm90Gemm {
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
-      uint8_t* a = out_at(o, f, n - f.n);
+      uint8_t* a = out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
         *reinterpret_cast<__nv_bfloat162*>(a) = h;
@@ -611,14 +622,20 @@ struct Sm90Gemm {
     if constexpr (kTmaTiles > 0) {
       if (cm0 >= p.m || cn0 >= p.n) return;
       uint64_t* bar = &full[seq & 1];
+      // a double-width tile: two 64-column boxes at its columns 2 cn0 and 2 cn0 + 64
+      constexpr int kBox = kChunkRows * 128;
       int bytes = 0;
       for (int i = 0; i < kTmaTiles; ++i)
-        if (p.epi.tiles[i].ptr) bytes += kTileSlotBytes;
+        if (p.epi.tiles[i].ptr) bytes += kBox * (epi::tile_per(kRes, i) / 2);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, uint32_t(bytes));
       for (int i = 0; i < kTmaTiles; ++i)
-        if (p.epi.tiles[i].ptr)
-          tma_load_2d(&p.epi.tiles[i].tma,
-                      cute::cast_smem_ptr_to_uint(ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes), bar, cn0, cm0);
+        if (p.epi.tiles[i].ptr) {
+          const int per = epi::tile_per(kRes, i);
+          uint8_t* slot = ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes;
+          for (int bx = 0; bx < per / 2; ++bx)
+            tma_load_2d(&p.epi.tiles[i].tma, cute::cast_smem_ptr_to_uint(slot + bx * kBox), bar,
+                        cn0 / 2 * per + 64 * bx, cm0);
+        }
     }
   }
   // Global origin of the first chunk of accumulator row block mi (column block 0) of a tile.
@@ -827,7 +844,9 @@ struct Sm90Gemm {
     constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
     const StageAddr out_full = stage_addr(lane, warp, 2, kEs);
     const StageAddr out_half = stage_addr(lane, warp, 1, kEs);
+    const StageAddr out_wide = stage_addr(lane, warp, 4, kEs);
     const StageAddr tile_a = stage_addr(lane, warp, 2, 2);
+    const StageAddr tile_w = stage_addr(lane, warp, 4, 2);
 
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
@@ -903,7 +922,9 @@ struct Sm90Gemm {
                                   kTmaTiles > 0 ? ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes : nullptr,
                                   out_full,
                                   out_half,
+                                  out_wide,
                                   tile_a,
+                                  tile_w,
                                   acc,
                                   {},
                                   {},
@@ -1001,7 +1022,7 @@ struct Sm90Gemm {
           const int box = row_bytes < 128 ? row_bytes : 128;
           for (int bx = 0; bx < row_bytes / box; ++bx) {
             const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box);
-            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, (cn0 >> out_shift(o)) + bx * (box / es), cm0);
+            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / es), cm0);
           }
         }
         tma_store_commit();
