@@ -64,11 +64,17 @@ Status llama3_forward_unfused(GpuBackend& be, void* cublas_handle, const Llama3D
   return unfused::rope(act.qkv, act.positions, w.freqs, d.heads, s);
 }
 
-BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused, double eps) {
+BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused, double eps,
+                                        bool backward) {
+  if (unfused && backward) {
+    BlockCheckResult r;
+    r.error = "check_llama3_block_gpu: the unfused GPU path has no backward yet";
+    return r;
+  }
   return check_llama3_block(
       dims, seed,
       [unfused](const Llama3Dims& d, const Llama3Weights& hw, const Llama3Activations& ha,
-                const Llama3Grads*) -> Status {
+                const Llama3Grads* hg) -> Status {
         try {
           dev::Mirror mirror;
           Llama3Weights w = hw;
@@ -85,6 +91,14 @@ BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, b
             CODA_TRY(s);
           } else {
             CODA_TRY(llama3_forward(be, d, w, a));
+            if (hg) {
+              Llama3Grads g = *hg;
+              for (TensorView* v : {&g.dx2, &g.dqkv, &g.dx0, &g.dy0, &g.dwo, &g.dwgu, &g.dwdown, &g.dwqkv, &g.dnorm0,
+                                    &g.dnorm1})
+                *v = mirror.map(*v);
+              be.reset();
+              CODA_TRY(llama3_backward(be, d, w, a, g));
+            }
           }
           mirror.copy_back();
         } catch (const std::exception& e) {
@@ -92,7 +106,7 @@ BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, b
         }
         return {};
       },
-      false, eps);
+      backward, eps);
 }
 
 }  // namespace coda

@@ -672,7 +672,9 @@ TEST_F(GpuOps, SanitizerSubsetBackward) {
   }
 }
 
-TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
+// The block checks' shapes: the check's awkward default, one token, and a wider block (the LLaMA
+// 1B / 8B shapes run in the benchmarks).
+std::vector<Llama3Dims> block_test_dims() {
   Llama3Dims tiny;
   tiny.tokens = 1;
   tiny.hidden = 64;
@@ -683,7 +685,11 @@ TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
   wide.hidden = 512;
   wide.ffn = 1408;
   wide.heads = HeadDims{8, 2, 64};
-  for (const Llama3Dims& d : {default_check_dims(), tiny, wide})
+  return {default_check_dims(), tiny, wide};
+}
+
+TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
+  for (const Llama3Dims& d : block_test_dims())
     for (bool unfused : {false, true}) {
       const uint64_t seed = test::seed();
       SCOPED_TRACE(std::string(unfused ? "unfused" : "fused") + " M " + std::to_string(d.tokens) + " d " +
@@ -697,6 +703,22 @@ TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
         EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": " << row.fused << " > " << row.bound;
       }
     }
+}
+
+// Forward + backward of the fused schedule on the GPU against the float64 block (issue 9 item 3):
+// every output and gradient under design.md's rule.
+TEST_F(GpuOps, BlockForwardBackwardFused) {
+  for (const Llama3Dims& d : block_test_dims()) {
+    const uint64_t seed = test::seed();
+    SCOPED_TRACE("M " + std::to_string(d.tokens) + " d " + std::to_string(d.hidden) + " seed " + std::to_string(seed));
+    const BlockCheckResult r = check_llama3_block_gpu(d, seed, false, d.tokens == 1 ? 1e-2 : 1e-4, true);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.rows.size(), 14u);
+    for (const ErrorRow& row : r.rows) {
+      EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": " << row.fused << " > " << row.bound;
+    }
+  }
+  EXPECT_FALSE(check_llama3_block_gpu(default_check_dims(), 1, true, 1e-4, true).error.empty());
 }
 
 }  // namespace

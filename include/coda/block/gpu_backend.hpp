@@ -34,6 +34,11 @@ class GpuBackend {
   Status rms_finish(const RmsFinishArgs& a) { return coda::rms_finish(a, stream_); }
   Status gemm_swiglu(const SwigluArgs& a) { return coda::gemm_swiglu(a, stream_); }
   Status gemm_rope(const RopeArgs& a) { return coda::gemm_rope(a, stream_); }
+  Status rope_backward(const RopeBackwardArgs& a) { return coda::rope_backward(a, stream_); }
+  Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& a) { return coda::gemm_rmsnorm_backward(a, stream_); }
+  Status gemm_swiglu_backward(const SwigluBackwardArgs& a) { return coda::gemm_swiglu_backward(a, stream_); }
+  Status row_sum_finish(const RowSumFinishArgs& a) { return coda::row_sum_finish(a, stream_); }
+  Status col_sum_finish(const ColSumFinishArgs& a) { return coda::col_sum_finish(a, stream_); }
 
  private:
   struct Slot {
@@ -51,9 +56,10 @@ class GpuBackend {
 Status llama3_forward_unfused(GpuBackend& be, void* cublas_handle, const Llama3Dims& d, const Llama3Weights& w,
                               const Llama3Activations& act);
 
-// The block check of coda/ref/block_check.hpp on the GPU (forward): fused schedule, or the
-// unfused path when `unfused` is set.
+// The block check of coda/ref/block_check.hpp on the GPU: the fused schedule's forward, and its
+// backward when `backward` is set; or the unfused forward when `unfused` is set (there is no
+// unfused GPU backward yet: `unfused` with `backward` is an error).
 BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused = false,
-                                        double eps = 1e-4);
+                                        double eps = 1e-4, bool backward = false);
 
 }  // namespace coda
