@@ -4,6 +4,7 @@
 // Same method as the GEMM table (bench_gpu.cpp): L2 flushed before every rep, runs interleaved,
 // medians.
 #include <cmath>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -222,9 +223,59 @@ bool bench_ops(Bench& b) {
   return true;
 }
 
+// The backward fused operators (issue 9) against the plain cuBLAS GEMM of their dgrad form: the
+// RMSNorm backward in the epilogue of dy = dz W for the two GEMMs that consume a normalized input
+// (QKV, gate/up), the SwiGLU backward in the epilogue of do = dx Wdown. No unfused counterpart
+// yet (the unfused GPU backward is still to write).
+bool bench_backward_ops(Bench& b) {
+  for (const ModelShape& ms : kModels) {
+    const int64_t m = ms.tokens, d = ms.d, f = ms.f;
+    const int64_t n3 = HeadDims{ms.hq, ms.hkv, ms.hd}.qkv_cols();
+    const std::string p = std::string(".") + ms.name + ".";
+    for (const auto& [gemm, k] : {std::pair<const char*, int64_t>{"qkv", n3}, {"gateup", 2 * f}}) {
+      const std::string name = "op.rmsnorm_backward" + p + gemm;
+      if (!b.wanted(name)) continue;
+      // dz [M, K] and the consuming GEMM's weight W [K, d]: dy = dz W, its B operand W viewed [d, K]
+      DMat dz = drand(kBF16, m, k, b.seed(40), 1.0f), w = drand(kBF16, k, d, b.seed(41), 0.03f);
+      DMat x = drand(kBF16, m, d, b.seed(42), 1.0f), dres = drand(kBF16, m, d, b.seed(43), 1.0f);
+      DMat nw = drand(kBF16, d, 0, b.seed(44), 1.0f), r = dpositive(m, b.seed(45), 0.5f, 1.5f);
+      DMat c = dpositive(m, b.seed(46), -0.1f, 0.1f);
+      DMat y = dmat(kBF16, m, d), q = dmat(kFP32, ceil_div(m, CODA_PARTIAL_ROWS), d), tmp = dmat(kBF16, m, d);
+      const TensorView wt = w.view.transposed();
+      dev::LtGemm ref(b.lt(), dz.view, wt, tmp.view, b.ws(), b.ws_bytes(), nullptr);
+      // dx accumulated in place over dres, as the block backward runs it
+      const RmsNormBackwardArgs args{dz.view, wt, x.view, r.view, c.view, nw.view, dres.view, dres.view, y.view, q.view};
+      Row row(name, m, d, k);
+      row.cublas_algo = ref.algo_name();
+      row.flops = 2.0 * m * d * k;
+      row.bytes = 2.0 * (m * k + d * k + 4.0 * m * d) + 4.0 * ceil_div(m, CODA_PARTIAL_ROWS) * d;
+      row.note = "dx in place over dres, y and dw partials";
+      if (!b.measure(row, [&] { return gemm_rmsnorm_backward(args); }, [&] { ref.run(nullptr); }, {})) return false;
+    }
+    const std::string name = "op.swiglu_backward" + p + "down";
+    if (!b.wanted(name)) continue;
+    // dx [M, d] and Wdown [d, F]: do = dx Wdown, its B operand Wdown viewed [F, d]
+    DMat dx = drand(kBF16, m, d, b.seed(47), 1.0f), wd = drand(kBF16, d, f, b.seed(48), 0.02f);
+    DMat z = drand(kBF16, m, 2 * f, b.seed(49), 1.5f);
+    DMat dzo = dmat(kBF16, m, 2 * f), o = dmat(kBF16, m, f), zp = dmat(kFP32, m, ceil_div(f, CODA_PARTIAL_COLS));
+    DMat tmp = dmat(kBF16, m, f);
+    const TensorView wdt = wd.view.transposed();
+    dev::LtGemm ref(b.lt(), dx.view, wdt, tmp.view, b.ws(), b.ws_bytes(), nullptr);
+    const SwigluBackwardArgs args{dx.view, wdt, z.view, dzo.view, o.view, zp.view};
+    Row row(name, m, f, d);
+    row.cublas_algo = ref.algo_name();
+    row.flops = 2.0 * m * f * d;
+    row.bytes = 2.0 * (m * d + f * d + 5.0 * m * f) + 4.0 * m * ceil_div(f, CODA_PARTIAL_COLS);
+    row.note = "dz, o recomputed, ZdZ partials";
+    if (!b.measure(row, [&] { return gemm_swiglu_backward(args); }, [&] { ref.run(nullptr); }, {})) return false;
+  }
+  return true;
+}
+
 bool bench_lmhead(Bench& b) {
   const int64_t m = 16384, v = 128256, k = 2048;
-  const std::vector<std::string> names = {"op.rmsnorm_lse.lmhead", "lmhead.loss_fwd", "lmhead.train_fwd"};
+  const std::vector<std::string> names = {"op.rmsnorm_lse.lmhead", "lmhead.loss_fwd", "lmhead.train_fwd",
+                                          "lmhead.fwdbwd"};
   bool any = false;
   for (const auto& n : names) any = any || b.wanted(n);
   if (!any) return true;
@@ -291,6 +342,45 @@ bool bench_lmhead(Bench& b) {
                    [&] { ref.run(nullptr); }, {}, 7))
       return false;
   }
+  if (b.wanted(names[3])) {
+    // Forward + backward of the LM head and its loss (issue 9; h already normalized): logits stored
+    // in bf16, dlogits written over them by cross_entropy, then dh = dlogits W and dW = dlogits^T h
+    // through coda's GEMM. No M x V tensor beyond the logits; cuBLAS column: the 3 GEMMs alone.
+    DMat dh = dmat(kBF16, m, k), dw = dmat(kBF16, v, k);
+    const LmHeadLseArgs plain{a.view, w.view, {}, targets.view, CODA_IGNORE_INDEX, logits.view, part.view, tl.view};
+    CrossEntropyArgs ce;
+    ce.lse = lse.view;
+    ce.target_logit = tl.view;
+    ce.targets = targets.view;
+    ce.loss_out = loss.view;
+    ce.logits = logits.view;
+    ce.dlogits_out = logits.view;
+    dev::LtGemm dgrad(b.lt(), logits.view, w.view.transposed(), dh.view, b.ws(), b.ws_bytes(), nullptr);
+    dev::LtGemm wgrad(b.lt(), logits.view.transposed(), a.view.transposed(), dw.view, b.ws(), b.ws_bytes(), nullptr);
+    Row row(names[3], m, v, k);
+    row.cublas_algo = ref.algo_name() + "; " + dgrad.algo_name() + "; " + wgrad.algo_name();
+    row.flops = 3.0 * flops;
+    row.bytes = 2.0 * (3.0 * (m * k + v * k) + 3.0 * m * v);
+    char note[128];
+    std::snprintf(note, sizeof note, "extra memory: the bf16 logits, %.2f GiB (+ %.2f%% partials)",
+                  2.0 * double(m) * double(v) / double(1 << 30), 100.0 * 4.0 / (2.0 * CODA_PARTIAL_COLS));
+    row.note = note;
+    if (!b.measure(row,
+                   [&] {
+                     CODA_TRY(gemm_lse(plain));
+                     CODA_TRY(lse_finish({part.view, lse.view}));
+                     CODA_TRY(cross_entropy(ce));
+                     CODA_TRY(gemm({logits.view, w.view.transposed(), {}, dh.view}));
+                     return gemm({logits.view.transposed(), a.view.transposed(), {}, dw.view});
+                   },
+                   [&] {
+                     ref.run(nullptr);
+                     dgrad.run(nullptr);
+                     wgrad.run(nullptr);
+                   },
+                   {}, 5))
+      return false;
+  }
   return true;
 }
 
@@ -300,7 +390,8 @@ bool bench_blocks(Bench& b) {
   bool ok = true;
   for (const ModelShape& ms : kModels) {
     const std::string name = std::string("block.") + ms.name + ".fwd";
-    if (!b.wanted(name)) continue;
+    const std::string name_fb = std::string("block.") + ms.name + ".fwdbwd";
+    if (!b.wanted(name) && !b.wanted(name_fb)) continue;
     Llama3Dims d;
     d.tokens = ms.tokens;
     d.hidden = ms.d;
@@ -326,6 +417,48 @@ bool bench_blocks(Bench& b) {
     dev::LtGemm g3(b.lt(), y1.view, wdown.view, x2.view, b.ws(), b.ws_bytes(), nullptr);
     dev::LtGemm g4(b.lt(), h.view, wqkv.view, qkv.view, b.ws(), b.ws_bytes(), nullptr);
     GpuBackend fused_be, unfused_be;
+    if (b.wanted(name_fb)) {  // forward + backward (issue 9) against the block's 12 GEMMs alone
+      DMat dx2 = drand(kBF16, m, d.hidden, b.seed(38), 1.0f), dqkv = drand(kBF16, m, n3, b.seed(39), 1.0f);
+      DMat dx0 = dmat(kBF16, m, d.hidden), dy0 = dmat(kBF16, m, d.hidden);
+      DMat dwo = dmat(kBF16, d.hidden, d.hidden), dwgu = dmat(kBF16, 2 * d.ffn, d.hidden);
+      DMat dwdown = dmat(kBF16, d.hidden, d.ffn), dwqkv = dmat(kBF16, n3, d.hidden);
+      DMat dn0 = dmat(kBF16, d.hidden, 0), dn1 = dmat(kBF16, d.hidden, 0);
+      DMat dz1 = dmat(kBF16, m, 2 * d.ffn), dx = dmat(kBF16, m, d.hidden);
+      const Llama3Grads g{dx2.view, dqkv.view, dx0.view, dy0.view, dwo.view, dwgu.view, dwdown.view, dwqkv.view,
+                          dn0.view, dn1.view};
+      // Each forward GEMM Y = X W^T, its dgrad dX = dY W and its wgrad dW = dY^T X, with cuBLAS's
+      // best algorithm (operands of the right shapes; the values do not matter for the time).
+      struct Linear {
+        TensorView x, w, y, dy, dx, dw;
+      };
+      const Linear lin[4] = {{y0.view, wo.view, x1.view, dx2.view, dy0.view, dwo.view},
+                             {h.view, wgu.view, z1.view, dz1.view, dx.view, dwgu.view},
+                             {y1.view, wdown.view, x2.view, dx.view, y1.view, dwdown.view},
+                             {h.view, wqkv.view, qkv.view, dqkv.view, dx.view, dwqkv.view}};
+      std::vector<std::unique_ptr<dev::LtGemm>> gemms;
+      for (const Linear& l : lin) {
+        gemms.push_back(std::make_unique<dev::LtGemm>(b.lt(), l.x, l.w, l.y, b.ws(), b.ws_bytes(), nullptr));
+        gemms.push_back(
+            std::make_unique<dev::LtGemm>(b.lt(), l.dy, l.w.transposed(), l.dx, b.ws(), b.ws_bytes(), nullptr));
+        gemms.push_back(std::make_unique<dev::LtGemm>(b.lt(), l.dy.transposed(), l.x.transposed(), l.dw, b.ws(),
+                                                      b.ws_bytes(), nullptr));
+      }
+      Row fb(name_fb, m, d.hidden, d.ffn);
+      fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
+      fb.note = "cuBLAS column: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad)";
+      ok = b.measure(fb,
+                     [&] {
+                       fused_be.reset();
+                       CODA_TRY(llama3_forward(fused_be, d, w, act));
+                       return llama3_backward(fused_be, d, w, act, g);
+                     },
+                     [&] {
+                       for (const auto& gm : gemms) gm->run(nullptr);
+                     },
+                     {});
+      if (!ok) break;
+    }
+    if (!b.wanted(name)) continue;
     Row row(name, m, d.hidden, d.ffn);
     row.cublas_algo = g1.algo_name() + "; " + g2.algo_name() + "; " + g3.algo_name() + "; " + g4.algo_name();
     row.flops = 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
@@ -358,15 +491,21 @@ bool bench_blocks(Bench& b) {
 bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uint64_t seed, std::string& json) {
   Bench b(opt, timer, ceil, seed);
   b.header();
-  const bool ok = bench_ops(b) && bench_lmhead(b) && bench_blocks(b);
+  const bool ok = bench_ops(b) && bench_backward_ops(b) && bench_lmhead(b) && bench_blocks(b);
   b.json(json);
   // Bars (issue 8): every fused GEMM operator (op.*) <= 1.08x its plain cuBLAS GEMM with a geomean
   // <= 1.04x, the block forward <= 1.06x its GEMMs, the LM-head loss forward <= 1.08x.
-  int over = 0, ops = 0;
-  double log_sum = 0.0;
+  // The backward operators (issue 9) have no per-operator bar; their geomean is reported apart.
+  int over = 0, ops = 0, bwd = 0;
+  double log_sum = 0.0, bwd_log_sum = 0.0;
   for (const Row& r : b.rows()) {
     const double bar = r.name.rfind("block.", 0) == 0 ? 1.06 : 1.08;
     if (r.name == "lmhead.train_fwd") continue;  // reported, no bar
+    if (r.name.find("_backward.") != std::string::npos) {
+      ++bwd;
+      bwd_log_sum += std::log(r.us / r.cublas_us);
+      continue;
+    }
     if (r.name.rfind("op.", 0) == 0) {
       ++ops;
       log_sum += std::log(r.us / r.cublas_us);
@@ -378,6 +517,8 @@ bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uin
   }
   if (ops > 0)
     std::printf("fused operators (op.*): geomean %.3f x cuBLAS (bar 1.04)\n", std::exp(log_sum / ops));
+  if (bwd > 0)
+    std::printf("backward operators (op.*_backward.*): geomean %.3f x cuBLAS\n", std::exp(bwd_log_sum / bwd));
   if (!b.rows().empty())
     std::printf("fused cases over their bar (x cuBLAS): %d of %zu\n", over, b.rows().size());
   return ok;
