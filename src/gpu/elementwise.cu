@@ -696,6 +696,22 @@ VecLaunch vec_launch(int64_t rows, int64_t vpr, int u) {
           static_cast<unsigned>(threads)};
 }
 
+// The fields the QK-norm + RoPE kernels' parameters share (QkParams, QkBwdParams), from the
+// arguments' members of the same names.
+template <class P, class Args>
+void set_qk_common(P& p, const Args& args, int64_t rows) {
+  p.gamma_q = args.gamma_q.data();
+  p.gamma_k = args.gamma_k.data();
+  p.gq_dt = static_cast<int>(args.gamma_q.dtype());
+  p.gk_dt = static_cast<int>(args.gamma_k.dtype());
+  p.positions = static_cast<const int*>(args.positions.data());
+  p.freqs = static_cast<const float*>(args.freqs.data());
+  p.rows = rows;
+  p.hq = args.heads.heads_q;
+  p.hkv = args.heads.heads_kv;
+  p.hd = args.heads.head_dim;
+}
+
 }  // namespace
 
 // ---- entries --------------------------------------------------------------------------------------------
@@ -777,16 +793,7 @@ Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   p.qkv = mat_of(args.qkv);
   p.sumsq = mat_of(args.sumsq);
   p.out = mat_of(args.out);
-  p.gamma_q = args.gamma_q.data();
-  p.gamma_k = args.gamma_k.data();
-  p.gq_dt = static_cast<int>(args.gamma_q.dtype());
-  p.gk_dt = static_cast<int>(args.gamma_k.dtype());
-  p.positions = static_cast<const int*>(args.positions.data());
-  p.freqs = static_cast<const float*>(args.freqs.data());
-  p.rows = rows;
-  p.hq = args.heads.heads_q;
-  p.hkv = args.heads.heads_kv;
-  p.hd = args.heads.head_dim;
+  set_qk_common(p, args, rows);
   p.segs = qk_segments(p.hd, CODA_PARTIAL_COLS);
   p.n = args.heads.qkv_cols();
   p.eps = args.eps;
@@ -839,18 +846,9 @@ Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, cudaStream_t str
   p.dqkv = mat_of(args.dqkv_out);
   p.dgamma_q = mat_of(args.dgamma_q_partials);
   p.dgamma_k = mat_of(args.dgamma_k_partials);
-  p.gamma_q = args.gamma_q.data();
-  p.gamma_k = args.gamma_k.data();
-  p.gq_dt = static_cast<int>(args.gamma_q.dtype());
-  p.gk_dt = static_cast<int>(args.gamma_k.dtype());
-  p.positions = static_cast<const int*>(args.positions.data());
-  p.freqs = static_cast<const float*>(args.freqs.data());
   p.zdz = static_cast<float*>(args.zdz_out.data());
   p.zdz_scale = args.zdz_scale;
-  p.rows = rows;
-  p.hq = args.heads.heads_q;
-  p.hkv = args.heads.heads_kv;
-  p.hd = hd;
+  set_qk_common(p, args, rows);
   p.n = args.heads.qkv_cols();
   p.eps = args.eps;
   const int64_t warps = std::min(kMaxWarps, kSmemBytes / warp_bytes);

@@ -320,14 +320,15 @@ bool bench_lmhead(Bench& b) {
     row.note = note;
     if (!b.measure(row, [&] { return lm_head_loss(args); }, [&] { ref.run(nullptr); }, {}, 7)) return false;
   }
+  // The training loss: loss and dlogits written over the logits (train_fwd, fwdbwd).
+  CrossEntropyArgs ce;
+  ce.lse = lse.view;
+  ce.target_logit = tl.view;
+  ce.targets = targets.view;
+  ce.loss_out = loss.view;
+  ce.logits = logits.view;
+  ce.dlogits_out = logits.view;
   if (b.wanted(names[2])) {
-    CrossEntropyArgs ce;
-    ce.lse = lse.view;
-    ce.target_logit = tl.view;
-    ce.targets = targets.view;
-    ce.loss_out = loss.view;
-    ce.logits = logits.view;
-    ce.dlogits_out = logits.view;
     Row row(names[2], m, v, k);
     row.cublas_algo = ref.algo_name();
     row.flops = flops;
@@ -348,13 +349,6 @@ bool bench_lmhead(Bench& b) {
     // through coda's GEMM. No M x V tensor beyond the logits; cuBLAS column: the 3 GEMMs alone.
     DMat dh = dmat(kBF16, m, k), dw = dmat(kBF16, v, k);
     const LmHeadLseArgs plain{a.view, w.view, {}, targets.view, CODA_IGNORE_INDEX, logits.view, part.view, tl.view};
-    CrossEntropyArgs ce;
-    ce.lse = lse.view;
-    ce.target_logit = tl.view;
-    ce.targets = targets.view;
-    ce.loss_out = loss.view;
-    ce.logits = logits.view;
-    ce.dlogits_out = logits.view;
     dev::LtGemm dgrad(b.lt(), logits.view, w.view.transposed(), dh.view, b.ws(), b.ws_bytes(), nullptr);
     dev::LtGemm wgrad(b.lt(), logits.view.transposed(), a.view.transposed(), dw.view, b.ws(), b.ws_bytes(), nullptr);
     Row row(names[3], m, v, k);
