@@ -6,9 +6,11 @@
 Disassembles with line information (nvdisasm -gi, or cuobjdump -sass for objects and libraries)
 and attributes every instruction to its inlining stack. An instruction belongs to the program
 visit if its stack passes through `prog(f, ctx)` in include/coda/kernel/sm90_gemm.cuh; the
-visit is the interior one (`visit_chunk<false>`) or the edge one (`visit_chunk<true>`), inside the
-epilogue instantiation chosen by the output dtype (`case kDtBF16: run_epi(...)` ...). One chunk
-visit covers 16 pairs per thread, so instructions / 16 = SASS instructions per pair (per thread).
+visit is the interior one (`visit_chunk<false, kOff>`) or the edge one (`visit_chunk<true, kOff>`),
+inside the epilogue instantiation chosen by the output dtype (`case kDtBF16: run_epi(...)` ...). One
+chunk visit covers 16 pairs per thread; a tile inside M x N visits kGroup chunks per loop iteration
+(sm90_gemm.cuh: 2, or 1 for LSE programs), each with its own copy of the interior visit, so
+instructions / (16 copies) = SASS instructions per pair (--group, default 2).
 Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
 Build with -lineinfo (the default build does). The compiler may share code between the interior
 and the edge visit and attribute it to either; for unambiguous counts compile the kernel with
@@ -39,9 +41,8 @@ def source_lines():
     find = lambda pat: [i + 1 for i, l in enumerate(lines) if pat in l]
     out = {
         "program": find("prog(f, ctx);"),
-        "interior": find("visit_chunk<false>(p, "),
-        "edge": find("visit_chunk<true>(p, "),
-        "loop": find("for (int ci = 0; ci < kChunksPerTile; ++ci)"),
+        "interior": find("visit_chunk<false, kOff>(p, "),
+        "edge": find("visit_chunk<true, kOff>(p, "),
         "epi_bf16": find("epilogue<kDtBF16, TileDt>("),
         "epi_fp16": find("epilogue<kDtFP16, TileDt>("),
         "epi_fp32": find("epilogue<kDtFP32, TileDt>("),
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--nvdisasm", help="path of nvdisasm / cuobjdump")
     ap.add_argument("--kernel", default="sm90_gemm_kernel", help="substring of the kernels to report")
+    ap.add_argument("--group", type=int, default=2, help="interior visit copies per chunk loop (kGroup)")
     ap.add_argument("--dump", metavar="OUT", help="print the interior visit of the kernels with this output dtype")
     args = ap.parse_args()
     marks = source_lines()
@@ -128,8 +130,9 @@ def main():
     print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18}")
     for (func, dt), c in sorted(counts.items()):
         short = func if len(func) <= 90 else func[:87] + "..."
-        print(f"{short:<90} {dt:>9} {c['interior'] / 16:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / 16:18.1f}")
-        top = ", ".join(f"{k} {v / 16:.1f}" for k, v in ops[(func, dt)].most_common(12))
+        per = 16 * args.group
+        print(f"{short:<90} {dt:>9} {c['interior'] / per:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / per:18.1f}")
+        top = ", ".join(f"{k} {v / per:.1f}" for k, v in ops[(func, dt)].most_common(12))
         print(f"    interior per pair: {top}")
 
 

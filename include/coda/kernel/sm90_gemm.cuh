@@ -284,7 +284,7 @@ struct Sm90Gemm {
     kTrTileWait,  // per chunk: the staged tile operands (issue of the next chunk's and wait)
     kTrProgram,   // per chunk: row selects, the program over the pairs, chunk-level reductions
     kTrPublish,   // per chunk: fence, warpgroup barrier, TMA store issue
-    kTrFlush,     // per chunk: partial flushes and the accumulator shift
+    kTrFlush,     // per chunk: partial flushes (the accumulator shift is booked to the next chunk)
     kTrTiles,
     kTrChunks,
     kTrCount
@@ -514,10 +514,10 @@ struct Sm90Gemm {
   }
 
   // Visit one chunk: the program on every column pair (kChecked: skip pairs outside M x N). The
-  // chunk's 32 values are the accumulator's first 32 (linear index x + 2 b + 4 jj for value x of
-  // pair jj in row half b); (m0, n0) is the thread's first (row, column) in it. NOTES at the top of
-  // this file: value (a, b, j) of a wgmma block sits at (r0 + 8 b, c0 + 8 j + a).
-  template <bool kChecked, int OutDt, int TileDt, class Accum>
+  // chunk's 32 values are the accumulator's 32 from kOff on (linear index kOff + x + 2 b + 4 jj for
+  // value x of pair jj in row half b); (m0, n0) is the thread's first (row, column) in it. NOTES at
+  // the top of this file: value (a, b, j) of a wgmma block sits at (r0 + 8 b, c0 + 8 j + a).
+  template <bool kChecked, int kOff, int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
                                       const Accum& accum, int m0, int n0) {
     CUTE_UNROLL
@@ -534,8 +534,8 @@ struct Sm90Gemm {
           if (f.m >= p.m || f.n >= p.n) continue;
           f.ok[1] = f.n + 1 < p.n;
         }
-        f.v[0] = accum(4 * jj + 2 * b);
-        f.v[1] = f.ok[1] ? accum(4 * jj + 2 * b + 1) : 0.0f;
+        f.v[0] = accum(kOff + 4 * jj + 2 * b);
+        f.v[1] = f.ok[1] ? accum(kOff + 4 * jj + 2 * b + 1) : 0.0f;
         prog(f, ctx);
       }
     }
@@ -870,16 +870,27 @@ struct Sm90Gemm {
       for (int k = 0; k < kColsPerThread; ++k) colbuf[i * kTileN + t + 128 * k] = tr.col[i][k];
     }
 
-    // NOTES: the chunks run in a runtime loop with one copy of the program's code: fully unrolled,
-    // the epilogue of a rich program outgrows the instruction cache and the warps wait on
-    // instruction fetch. Each iteration works on the accumulator's first 32 values and then shifts
-    // the rest down by 32 (register moves; a runtime index would put the accumulator in local memory).
+    // NOTES: the chunks run in a runtime loop, not fully unrolled: the epilogue of a rich program
+    // outgrows the instruction cache and the warps wait on instruction fetch. A tile inside M x N
+    // visits a group of kGroup chunks per iteration, chunk c of the group at the compile-time
+    // accumulator offset 32 c (kGroup copies of the interior visit), then shifts the accumulator
+    // down by 32 kGroup (register moves; a runtime index would put it in local memory): 64 moves a
+    // tile, where one chunk per iteration executed 288 (bench/NOTES.md step ad: every epilogue
+    // instruction slows the other warpgroup's HGMMA). A tile at the edge of M or N visits one chunk
+    // per iteration with the checked visit only: a checked copy next to the grouped interior ones
+    // spilled registers (step ac).
     // The accumulator's linear order is (x, b, j) inside an atom, then atoms along M: chunk ci is
     // linear [32 ci, 32 ci + 32), row block mi = ci / kCJ, column block cj = ci % kCJ.
     constexpr int kCJ = kVN / 8;  // chunks per wgmma atom
     constexpr int kAccN = decltype(size(AccLayout{}))::value;
-#pragma unroll 1
-    for (int ci = 0; ci < kChunksPerTile; ++ci) {
+    // NOTES: the LSE programs keep 32 buffered values per chunk (ChunkCtx::lse_v): with two visit
+    // copies the LM-head kernel spilled inside the visit (16 local loads per copy), so they visit
+    // one chunk per iteration.
+    constexpr int kGroup = kChunksPerTile % 2 == 0 && kRes.row_lses == 0 ? 2 : 1;
+    // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
+    auto chunk = [&](auto off_c, auto checked_c, int ci) {
+      constexpr int kOff = decltype(off_c)::value;
+      constexpr bool kChecked = decltype(checked_c)::value;
       const int cj = ci % kCJ, mi = ci / kCJ;
       const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, 0));
       const int r0 = get<0>(base), c0 = get<1>(base);
@@ -958,11 +969,6 @@ struct Sm90Gemm {
         CUTE_UNROLL
         for (int j = 0; j < 16; ++j) ctx.lse_v[r][j][0] = ctx.lse_v[r][j][1] = -INFINITY;
       }
-#ifdef CODA_SASS_INTERIOR_ONLY  // scripts/sass_epilogue.py --interior-only: one visit per chunk, for unambiguous counts
-      const bool interior = true;
-#else
-      const bool interior = cm0 + kChunkRows <= p.m && cn0 + kChunkCols <= p.n;
-#endif
       if constexpr (kRes.rotation != 0) {  // the angles depend on the rows and the column phase only
         const int period = p.epi.cols[p.epi.rotation_freq].period;
         const int phase = period > 0 ? cn0 % period : cn0;
@@ -974,12 +980,13 @@ struct Sm90Gemm {
       }
       if (p.debug & 2) {
         // diagnostics: staging and stores without the program
-      } else if (interior) {
+      } else if constexpr (!kChecked) {
         with_flags(flags_of(p.program), [&](auto mask) {
-          visit_chunk<false>(p, pinned<decltype(mask)::value>(p.program), ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+          visit_chunk<false, kOff>(p, pinned<decltype(mask)::value>(p.program), ctx, accum, gm0 + r0,
+                                   gn0 + c0 + 64 * cj);
         });
       } else {
-        visit_chunk<true>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
+        visit_chunk<true, kOff>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       }
       if (!(p.debug & 2)) {
         // chunk-level reductions: the LSE fold, the segments of the chunk, the rotation table's key
@@ -1038,13 +1045,30 @@ struct Sm90Gemm {
       if constexpr (kRes.seg_sums > 0) {
         if (cj == kCJ - 1) flush_segs(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
       }
-      if (ci + 1 == kChunksPerTile) {  // NOTES: 96 moves a tile saved; every epilogue instruction
-        trace.mark(kTrFlush);           // slows the other warpgroup's HGMMA (bench/NOTES.md step ac)
-        break;
-      }
-      CUTE_UNROLL
-      for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
       trace.mark(kTrFlush);
+    };
+#ifdef CODA_SASS_INTERIOR_ONLY  // scripts/sass_epilogue.py: the interior visits only, for unambiguous counts
+    const bool tile_inside = true;
+#else
+    const bool tile_inside = gm0 + kTileM <= p.m && gn0 + kTileN <= p.n;
+#endif
+    if (tile_inside) {
+#pragma unroll 1
+      for (int g = 0; g < kChunksPerTile / kGroup; ++g) {
+        cute::for_each(cute::make_int_sequence<kGroup>{},
+                       [&](auto c) { chunk(cute::Int<32 * decltype(c)::value>{}, cute::false_type{}, g * kGroup + c); });
+        if (g + 1 == kChunksPerTile / kGroup) break;
+        CUTE_UNROLL
+        for (int i = 0; i + 32 * kGroup < kAccN; ++i) accum(i) = accum(i + 32 * kGroup);
+      }
+    } else {
+#pragma unroll 1
+      for (int ci = 0; ci < kChunksPerTile; ++ci) {
+        chunk(cute::Int<0>{}, cute::true_type{}, ci);
+        if (ci + 1 == kChunksPerTile) break;
+        CUTE_UNROLL
+        for (int i = 0; i + 32 < kAccN; ++i) accum(i) = accum(i + 32);
+      }
     }
     if constexpr (kColSums > 0) flush_col_sums(p, colsums, tile_m, gn0, mma_thread_idx);
   }
