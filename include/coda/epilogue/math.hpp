@@ -60,11 +60,19 @@ CODA_HD float rsqrt_f(float x) {
 // NOTES: on the GPU through the special-function unit (sin.approx / cos.approx: absolute error
 // below 2^-21 on [-pi, pi], four orders under the bf16 resolution every stored result has); the
 // argument is already reduced exactly (rope_turns), so no range reduction is needed.
-CODA_HD void sincos_turns(float t, float* s, float* c) {
+// sin and cos of a = 2 pi t radians, |a| <= pi, as the GPU computes them (sin.approx / cos.approx
+// of the fp32 a). A caller that reuses an angle keeps a (radians_of_turns) and calls sincos_radians:
+// sin.approx multiplies its argument by 1 / (2 pi) in SASS, so the 2 pi multiply is work per call.
+CODA_HD float radians_of_turns(float t) { return 6.28318530717958647692f * t; }
 #if CODA_DEVICE_CODE
-  const float a = 6.28318530717958647692f * t;
+__device__ __forceinline__ void sincos_radians(float a, float* s, float* c) {
   asm("sin.approx.f32 %0, %1;" : "=f"(*s) : "f"(a));
   asm("cos.approx.f32 %0, %1;" : "=f"(*c) : "f"(a));
+}
+#endif
+CODA_HD void sincos_turns(float t, float* s, float* c) {
+#if CODA_DEVICE_CODE
+  sincos_radians(radians_of_turns(t), s, c);
 #else
   const double a = 6.283185307179586476925286766559 * static_cast<double>(t);
   *s = static_cast<float>(std::sin(a));

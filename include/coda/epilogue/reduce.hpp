@@ -79,11 +79,12 @@ CODA_HD void segment_sum_squares(const Frag& f, Ctx& ctx, int s, int seg_cols) {
 }
 
 // Target select: out[m] = acc[m, target[m]] for the tile that holds column target[m].
+// NOTES: one unsigned difference and one compare per pair (the pair holds the target when
+// target - f.n is 0, or 1 with its second column inside), not two compares and two stores.
 template <class Ctx>
 CODA_HD void select_target(const Frag& f, Ctx& ctx, int targets, int out) {
-  const int t = ctx.row_int(targets, f);
-  if (t == f.n) ctx.row_store(out, f, f.v[0]);
-  if (f.ok[1] && t == f.n + 1) ctx.row_store(out, f, f.v[1]);
+  const unsigned d = static_cast<unsigned>(ctx.row_int(targets, f)) - static_cast<unsigned>(f.n);
+  if (d < (f.ok[1] ? 2u : 1u)) ctx.row_store(out, f, d != 0 ? f.v[1] : f.v[0]);
 }
 
 }  // namespace coda::epi

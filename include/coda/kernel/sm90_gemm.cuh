@@ -326,12 +326,13 @@ struct Sm90Gemm {
     float rs[kRes.row_sums > 0 ? kRes.row_sums : 1][kRowsPerThread];
     epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread];
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
-    // ctx.rotation's angle per pair slot, exactly reduced to turns in [-1/2, 1/2) (the integer
-    // work of epi::rope_turns), valid for the chunk origin row rot_m and column phase rot_phase
-    // (the angle depends on the row and on the column modulo the frequencies' period). NOTES: angles,
-    // not sin and cos: 16 registers next to the 128 accumulators fit the 168-register budget of
-    // a 384-thread kernel, 32 spill; sin and cos are then two SFU operations per pair.
-    float rot_t[kRes.rotation ? 16 : 1];
+    // ctx.rotation's angle per pair slot in radians, 2 pi times the turns exactly reduced to
+    // [-1/2, 1/2) (the integer work of epi::rope_turns), valid for the chunk origin row rot_m and
+    // column phase rot_phase (the angle depends on the row and on the column modulo the
+    // frequencies' period). NOTES: angles, not sin and cos: 16 registers next to the 128
+    // accumulators fit the 168-register budget of a 384-thread kernel, 32 spill; sin and cos are
+    // then two SFU operations per pair. Radians, not turns: the 2 pi multiply once per fill.
+    float rot_a[kRes.rotation ? 16 : 1];
     int rot_m, rot_phase;
   };
 
@@ -443,7 +444,10 @@ struct Sm90Gemm {
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
         *reinterpret_cast<__nv_bfloat162*>(a) = h;
-        return {__low2float(h), __high2float(h)};
+        // The stored values back as fp32: one shift and one mask (__low2float / __high2float are a
+        // byte permute and a multiply each in SASS).
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
+        return {__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)};
       } else if constexpr (OutDt == kDtFP16) {
         const __half2 h = __floats2half2_rn(v0, v1);
         *reinterpret_cast<__half2*>(a) = h;
@@ -478,7 +482,7 @@ struct Sm90Gemm {
     // differ from the last fill.
     CUTE_DEVICE void rotation(const epi::Frag& f, int, int, float* s, float* c) const {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
-      epi::sincos_turns(acc.rot_t[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
+      epi::sincos_radians(acc.rot_a[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
     }
     // Pair slot j = 2 jj + b: frequency jj (decoded once, for both rows), row b.
     CUTE_DEVICE void fill_rotation() const {
@@ -496,7 +500,7 @@ struct Sm90Gemm {
         for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * jj] : fr;
         const epi::RopeFreq d = epi::rope_freq(fr);
         CUTE_UNROLL
-        for (int b = 0; b < 2; ++b) acc.rot_t[2 * jj + b] = epi::rope_turns_at(ps[b], d);
+        for (int b = 0; b < 2; ++b) acc.rot_a[2 * jj + b] = epi::radians_of_turns(epi::rope_turns_at(ps[b], d));
       }
     }
   };
