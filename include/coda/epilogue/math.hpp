@@ -64,7 +64,7 @@ CODA_HD float rsqrt_f(float x) {
 // of the fp32 a). A caller that reuses an angle keeps a (radians_of_turns) and calls sincos_radians:
 // sin.approx multiplies its argument by 1 / (2 pi) in SASS, so the 2 pi multiply is work per call.
 CODA_HD float radians_of_turns(float t) { return 6.28318530717958647692f * t; }
-#if CODA_DEVICE_CODE
+#ifdef __CUDACC__  // declared in nvcc's host pass too: device functions that call it are parsed there
 __device__ __forceinline__ void sincos_radians(float a, float* s, float* c) {
   asm("sin.approx.f32 %0, %1;" : "=f"(*s) : "f"(a));
   asm("cos.approx.f32 %0, %1;" : "=f"(*c) : "f"(a));
