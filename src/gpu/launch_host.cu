@@ -58,9 +58,14 @@ Status check_device_pointer(const char* op, const char* name, const TensorView& 
 
 // ---- operand forms --------------------------------------------------------------------------------
 
-// K-major when the unit stride is along K (or K has one element), else M/N-major. Returns the
-// non-unit stride, made TMA-legal when its dimension has a single element.
-bool k_major(const TensorView& t) { return t.stride(1) == 1 || t.size(1) <= 1; }
+// K-major when the unit stride is along K, else M/N-major. With one column (K = 1) either reading
+// fits, except rows one element apart (a transposed vector, e.g. the wgrad of a one-token batch):
+// that is M/N-major, since as K-major its row stride would be 2 bytes, which TMA rejects.
+// lead_stride returns the non-unit stride, made TMA-legal when its dimension has a single element.
+bool k_major(const TensorView& t) {
+  if (t.size(1) > 1) return t.stride(1) == 1;
+  return !(t.size(0) > 1 && t.stride(0) == 1);
+}
 int64_t lead_stride(const TensorView& t, bool kmaj) {
   const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
   const int dim = kmaj ? 0 : 1;

@@ -376,7 +376,7 @@ TEST_F(GpuOps, BadInputWritesNothing) {
   bad.a = a.view().transposed().transposed();
   bad.a.desc.strides[0] = 1;  // M-major view of the same bytes
   bad.a.desc.strides[1] = m;
-  expect(gemm_residual_rmsnorm_partial(bad), CODA_ERROR_NOT_SUPPORTED, "forward form");
+  expect(gemm_residual_rmsnorm_partial(bad), CODA_ERROR_NOT_SUPPORTED, "'a' [M, K] must be row-major");
   bad = good;
   bad.x_out = h.view();  // outputs overlap
   expect(gemm_residual_rmsnorm_partial(bad), CODA_ERROR_INVALID_ARGUMENT, "x_out");

@@ -263,6 +263,14 @@ TEST_F(GemmTest, AwkwardShapesAllFormsAndDtypes) {
         }
 }
 
+// K = 1 in every form: a one-token batch's wgrad reads [M, 1] and [N, 1] views of rows one element
+// apart, which are M/N-major (as K-major their row stride would be 2 bytes, illegal for TMA).
+TEST_F(GemmTest, OneTermKAllForms) {
+  for (Form f : {Form::kForward, Form::kDgrad, Form::kWgrad})
+    for (int64_t m : {1, 129})
+      for (int64_t n : {72, 1000}) run_case({m, n, 1, f, DType::kBF16, f == Form::kWgrad ? DType::kFP32 : DType::kBF16});
+}
+
 TEST_F(GemmTest, LargeK) {
   run_case({129, 72, 65536, Form::kForward, DType::kBF16, DType::kBF16});
   run_case({129, 72, 65536, Form::kForward, DType::kBF16, DType::kFP32});

@@ -59,6 +59,9 @@
 //   col_sums                       column-partial slots 0 .. n-1 it feeds (ctx.col_sum)
 //   wide_tiles, wide_outs          bit masks of tile operands / outputs with twice the accumulator's
 //                                  columns (columns 2n .. 2n + 3 for accumulator pair (n, n + 1))
+//   visit_chunks                   GPU tuning: 1 visits one 64 x 64 chunk per loop iteration, for
+//                                  programs whose state spills registers with two (0: the kernel's
+//                                  choice, two where it can)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -85,7 +88,14 @@ struct Resources {
   int col_sums = 0;
   int wide_tiles = 0;
   int wide_outs = 0;
+  int visit_chunks = 0;
 };
+
+// r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
+constexpr Resources one_chunk_visits(Resources r) {
+  r.visit_chunks = 1;
+  return r;
+}
 
 // The columns of output o / tile operand i that one accumulator pair covers: 1 (half width), 2
 // (same width) or 4 (double width); a 64-column accumulator chunk holds 32 per of them.

@@ -887,10 +887,10 @@ struct Sm90Gemm {
     // linear [32 ci, 32 ci + 32), row block mi = ci / kCJ, column block cj = ci % kCJ.
     constexpr int kCJ = kVN / 8;  // chunks per wgmma atom
     constexpr int kAccN = decltype(size(AccLayout{}))::value;
-    // NOTES: the LSE programs keep 32 buffered values per chunk (ChunkCtx::lse_v): with two visit
-    // copies the LM-head kernel spilled inside the visit (16 local loads per copy), so they visit
-    // one chunk per iteration.
-    constexpr int kGroup = kChunksPerTile % 2 == 0 && kRes.row_lses == 0 ? 2 : 1;
+    // NOTES: a program may ask for one chunk per iteration (Resources::visit_chunks): those whose
+    // state spills with two visit copies. The LSE programs always do: they keep 32 buffered values
+    // per chunk (ChunkCtx::lse_v), and with two copies the LM-head kernel spilled inside the visit.
+    constexpr int kGroup = kChunksPerTile % 2 == 0 && kRes.row_lses == 0 && kRes.visit_chunks != 1 ? 2 : 1;
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
     auto chunk = [&](auto off_c, auto checked_c, int ci) {
       constexpr int kOff = decltype(off_c)::value;

@@ -43,6 +43,8 @@ struct LinearCombination {
   static constexpr int kOutD = 0;              // outputs
   static constexpr uint32_t kHasC = 1;         // flags
   static constexpr int kFlagBits = 1;
+  // C read from global memory in the visit; one chunk per visit (two spilled 40 bytes)
+  static constexpr epi::Resources kResources = epi::one_chunk_visits({});
   uint32_t flags = 0;
 
   template <class Ctx>
