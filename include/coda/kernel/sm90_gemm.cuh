@@ -71,15 +71,16 @@ CUTE_DEVICE void tma_load_2d(const CUtensorMap* desc, uint32_t smem, uint64_t* b
       : "memory");
 }
 
-// Staging of TMA-loaded tile operands: per consumer warpgroup two slots (double buffering), each
-// holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction barrier per slot
-// (kept apart, so that the 1024-aligned data leaves no padding behind it).
-template <int kTiles, int kSlotBytes>
+// Staging of TMA-loaded tile operands: per consumer warpgroup kSlots slots (two: double buffering,
+// the next chunk's loads in flight during this chunk's visit; one: loaded when the previous chunk is
+// visited), each holding one 64 x 64 16-bit chunk of every TMA tile operand, and a transaction
+// barrier per slot (kept apart, so that the 1024-aligned data leaves no padding behind it).
+template <int kTiles, int kSlotBytes, int kSlots>
 struct TileRingStorage {
-  alignas(1024) uint8_t data[2][2][kTiles][kSlotBytes];  // [warpgroup][slot][tile]
+  alignas(1024) uint8_t data[2][kSlots][kTiles][kSlotBytes];  // [warpgroup][slot][tile]
 };
-template <int kSlotBytes>
-struct TileRingStorage<0, kSlotBytes> {};
+template <int kSlotBytes, int kSlots>
+struct TileRingStorage<0, kSlotBytes, kSlots> {};
 template <int kTiles>
 struct TileRingBarriers {
   uint64_t full[2][2];  // [warpgroup][slot]
@@ -175,7 +176,6 @@ struct Sm90Gemm {
   static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
-  static constexpr int kRingBytes = kTmaTiles * 4 * kTileSlotBytes;
   static constexpr int kColBytes = (kRes.col_vecs + kRes.col_sums) * kTileN * 4 * 2;  // column vectors and sums
   // The trace's counters (-DCODA_EPI_TRACE builds only) are static shared memory: such a build may
   // run a program one mainloop stage short where shared memory is full.
@@ -184,8 +184,18 @@ struct Sm90Gemm {
 #else
   static constexpr int kTraceSmem = 0;
 #endif
-  static constexpr int kStagesFit =
-      (232448 - 2048 - 2 * kEpiArenaBytes - kRingBytes - kColBytes - kTraceSmem) / kStageBytes;
+  static constexpr int stages_fit(int ring_slots) {
+    return (232448 - 2048 - 2 * kEpiArenaBytes - kTmaTiles * 2 * ring_slots * kTileSlotBytes - kColBytes -
+            kTraceSmem) /
+           kStageBytes;
+  }
+  // NOTES: tile-operand slots per warpgroup: two (the next chunk's loads overlap this chunk's visit)
+  // unless that leaves fewer than four mainloop stages; then one, and the mainloop gets the bytes.
+  // With three stages the backward operators' mainloops alone ran 1.2-1.5x the plain GEMM
+  // (H200, 8297266, `coda bench --diag`: RMSNorm backward 1b gate/up 2222 us without an epilogue
+  // against 1559 us; two tiles, x and dres, took 64 KiB of ring).
+  static constexpr int kRingSlots = stages_fit(2) >= 4 ? 2 : 1;
+  static constexpr int kStagesFit = stages_fit(kRingSlots);
   static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
   static_assert(kStages >= 2, "no room for a two-stage mainloop");
 
@@ -251,7 +261,7 @@ struct Sm90Gemm {
     TileRingBarriers<kTmaTiles> ring_bar;
     ColStorage<kColVecs, kTileN> cols;  // small members before the ring: they fill its alignment padding
     ColStorage<kColSums, kTileN> col_sums;  // [warpgroup (pingpong; cooperative: 0)][slot][tile column]
-    TileRingStorage<kTmaTiles, kTileSlotBytes> ring;
+    TileRingStorage<kTmaTiles, kTileSlotBytes, kRingSlots> ring;
   };
   // Dynamic shared memory (+ slack to align the base); the staging arena is static, 2 x kEpiArenaBytes.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
@@ -619,13 +629,13 @@ struct Sm90Gemm {
     return r;
   }
 
-  // Issue the TMA loads of the chunk at (cm0, cn0) into ring slot seq & 1 (nothing when it lies
-  // outside M x N). One thread of the warpgroup.
+  // Issue the TMA loads of the chunk at (cm0, cn0) into ring slot seq % kRingSlots (nothing when it
+  // lies outside M x N). One thread of the warpgroup.
   CUTE_DEVICE static void issue_tile_loads(const Params& p, uint8_t* ring, uint64_t* full, int seq, int cm0,
                                            int cn0) {
     if constexpr (kTmaTiles > 0) {
       if (cm0 >= p.m || cn0 >= p.n) return;
-      uint64_t* bar = &full[seq & 1];
+      uint64_t* bar = &full[seq % kRingSlots];
       // a double-width tile: two 64-column boxes at its columns 2 cn0 and 2 cn0 + 64
       constexpr int kBox = kChunkRows * 128;
       int bytes = 0;
@@ -635,7 +645,7 @@ struct Sm90Gemm {
       for (int i = 0; i < kTmaTiles; ++i)
         if (p.epi.tiles[i].ptr) {
           const int per = epi::tile_per(kRes, i);
-          uint8_t* slot = ring + ((seq & 1) * kTmaTiles + i) * kTileSlotBytes;
+          uint8_t* slot = ring + ((seq % kRingSlots) * kTmaTiles + i) * kTileSlotBytes;
           for (int bx = 0; bx < per / 2; ++bx)
             tma_load_2d(&p.epi.tiles[i].tma, cute::cast_smem_ptr_to_uint(slot + bx * kBox), bar,
                         cn0 / 2 * per + 64 * bx, cm0);
@@ -904,7 +914,7 @@ struct Sm90Gemm {
       trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it
-      if (!(p.debug & 32)) {
+      if (!(p.debug & 32) || (kTmaTiles > 0 && kRingSlots == 1)) {  // one slot: it is reused below
         if (t == 0) {
           if (p.epi_buffers == 2) tma_store_wait_read<1>();
           else tma_store_wait_read<0>();
@@ -913,10 +923,14 @@ struct Sm90Gemm {
       }
       trace.mark(kTrBufWait);
       // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
-      //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago)
+      //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago).
+      //     One slot: load this chunk's now (the previous chunk's visit, finished by all threads at
+      //     the barrier above, read the slot); a tile's first chunk was loaded during the mainloop.
       if constexpr (kTmaTiles > 0) {
         if (ring_on) {
-          if (t == 0) {
+          if (kRingSlots == 1) {
+            if (t == 0 && ci > 0) issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
+          } else if (t == 0) {
             // the next chunk in visiting order: the next 64 columns of this row block while they
             // lie inside N (column blocks are contiguous), else the next row block's first
             int nm0 = cm0, nn0 = cn0 + kChunkCols;
@@ -926,7 +940,8 @@ struct Sm90Gemm {
             }
             issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
           }
-          cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count & 1], uint32_t((chunk_count >> 1) & 1));
+          cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count % kRingSlots],
+                                                         uint32_t((chunk_count / kRingSlots) & 1));
         }
       }
       trace.mark(kTrTileWait);
@@ -934,7 +949,8 @@ struct Sm90Gemm {
       ChunkCtx<OutDt, TileDt> ctx{p,
                                   {scalars[0], scalars[1], scalars[2], scalars[3]},
                                   buf,
-                                  kTmaTiles > 0 ? ring + (chunk_count & 1) * kTmaTiles * kTileSlotBytes : nullptr,
+                                  kTmaTiles > 0 ? ring + (chunk_count % kRingSlots) * kTmaTiles * kTileSlotBytes
+                                                : nullptr,
                                   out_full,
                                   out_half,
                                   out_wide,
