@@ -102,19 +102,23 @@ struct RmsNormBackward {
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     const float r = ctx.row(kRowRstd, f);
     const float c = ctx.row(kRowZdZ, f);
+    const epi::Pair x = epi::tile_pair(f, ctx, kTileX);  // both columns in one load each
+    const epi::Pair dres = flags & kHasDres ? epi::tile_pair(f, ctx, kTileDres) : epi::Pair{0.0f, 0.0f};
+    float dx[2] = {0.0f, 0.0f}, y[2] = {0.0f, 0.0f};
     CODA_UNROLL
     for (int j = 0; j < 2; ++j) {
       if (!f.ok[j]) continue;
       const int n = f.n + j;
       const float dy = f.v[j];
-      const float xh = ctx.tile(kTileX, f, n) * r;
+      const float xh = (j == 0 ? x.v0 : x.v1) * r;
       const float w = ctx.col(kColNormWeight, f, n);
-      float dx = epi::rmsnorm_dx(dy, xh, r, w, c);
-      if (flags & kHasDres) dx += ctx.tile(kTileDres, f, n);
-      ctx.store(kOutDx, f, n, dx);
-      if (flags & kHasY) ctx.store(kOutY, f, n, xh * w);
+      dx[j] = epi::rmsnorm_dx(dy, xh, r, w, c);
+      if (flags & kHasDres) dx[j] += j == 0 ? dres.v0 : dres.v1;
+      y[j] = xh * w;
       ctx.col_sum(kColDw, f, n, dy * xh);
     }
+    epi::store_pair(f, ctx, kOutDx, dx[0], dx[1]);  // one packed store per output
+    if (flags & kHasY) epi::store_pair(f, ctx, kOutY, y[0], y[1]);
   }
 };
 

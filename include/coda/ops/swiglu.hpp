@@ -64,20 +64,19 @@ struct SwigluBackward {
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    float zdz = 0.0f;
+    float zdz = 0.0f, o[2] = {0.0f, 0.0f};
     CODA_UNROLL
     for (int j = 0; j < 2; ++j) {
       if (!f.ok[j]) continue;
       const int n = f.n + j;
-      const float g = ctx.tile(kTileZ, f, 2 * n);
-      const float u = ctx.tile(kTileZ, f, 2 * n + 1);
+      const epi::Pair z = ctx.tile2(kTileZ, f, 2 * n);  // (g, u) at columns 2n, 2n + 1: one load
       float dg, du;
-      epi::swiglu_backward(g, u, f.v[j], &dg, &du);
-      ctx.store(kOutDz, f, 2 * n, dg);
-      ctx.store(kOutDz, f, 2 * n + 1, du);
-      if (flags & kHasO) ctx.store(kOutO, f, n, epi::swiglu(g, u));
-      zdz += g * dg + u * du;
+      epi::swiglu_backward(z.v0, z.v1, f.v[j], &dg, &du);
+      ctx.store2(kOutDz, f, 2 * n, dg, du);  // one packed store
+      o[j] = epi::swiglu(z.v0, z.v1);
+      zdz += z.v0 * dg + z.v1 * du;
     }
+    if (flags & kHasO) epi::store_pair(f, ctx, kOutO, o[0], o[1]);
     if (flags & kHasZdZ) ctx.row_sum(kRowZdZ, f, zdz);
   }
 };
