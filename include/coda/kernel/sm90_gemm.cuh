@@ -914,7 +914,7 @@ struct Sm90Gemm {
       trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it
-      if (!(p.debug & 32) || (kTmaTiles > 0 && kRingSlots == 1)) {  // one slot: it is reused below
+      if (!(p.debug & 32)) {
         if (t == 0) {
           if (p.epi_buffers == 2) tma_store_wait_read<1>();
           else tma_store_wait_read<0>();
@@ -922,24 +922,22 @@ struct Sm90Gemm {
         named_barrier_sync(1 + wg, 128);
       }
       trace.mark(kTrBufWait);
-      // 1b. tile operands: prefetch the next chunk's (its slot was read by the previous chunk,
-      //     finished by now), then wait for this chunk's (issued one chunk, or one mainloop, ago).
-      //     One slot: load this chunk's now (the previous chunk's visit, finished by all threads at
-      //     the barrier above, read the slot); a tile's first chunk was loaded during the mainloop.
+      // The next chunk in visiting order: the next 64 columns of this row block while they lie
+      // inside N (column blocks are contiguous), else the next row block's first (none: M).
+      auto issue_next_tile_loads = [&] {
+        int nm0 = cm0, nn0 = cn0 + kChunkCols;
+        if (nn0 >= gn0 + kTileN || nn0 >= p.n) {
+          nm0 = p.m;
+          if (mi + 1 < kMmaM) row_block_origin(mma_thread_idx, mi + 1, gm0, gn0, nm0, nn0);
+        }
+        issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
+      };
+      // 1b. tile operands: two slots: prefetch the next chunk's (its slot was read by the
+      //     previous chunk, finished by now); then wait for this chunk's (issued one chunk, or
+      //     one mainloop, ago; one slot: at the previous chunk's publish, step 3).
       if constexpr (kTmaTiles > 0) {
         if (ring_on) {
-          if (kRingSlots == 1) {
-            if (t == 0 && ci > 0) issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
-          } else if (t == 0) {
-            // the next chunk in visiting order: the next 64 columns of this row block while they
-            // lie inside N (column blocks are contiguous), else the next row block's first
-            int nm0 = cm0, nn0 = cn0 + kChunkCols;
-            if (nn0 >= gn0 + kTileN || nn0 >= p.n) {
-              nm0 = p.m;  // none
-              if (mi + 1 < kMmaM) row_block_origin(mma_thread_idx, mi + 1, gm0, gn0, nm0, nn0);
-            }
-            issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
-          }
+          if (kRingSlots == 2 && t == 0) issue_next_tile_loads();
           cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count % kRingSlots],
                                                          uint32_t((chunk_count / kRingSlots) & 1));
         }
@@ -1040,6 +1038,11 @@ struct Sm90Gemm {
       // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
       fence_async_shared();
       named_barrier_sync(1 + wg, 128);
+      // One tile-ring slot: every thread's visit has read it (the barrier above), so the next
+      // chunk's loads go out now, beside this chunk's stores.
+      if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
+        if (ring_on && t == 0) issue_next_tile_loads();
+      }
       if (t == 0) {
         constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
