@@ -13,13 +13,21 @@ if(rc_top EQUAL 0 AND NOT toplevel STREQUAL "")
   endif()
 endif()
 set(rc 1)
+# CODA_COMMIT (environment) names the commit where git cannot see it: a copy of the tree whose .git
+# is not the commit being built (the device machine's copy of a session's checkout).
+if(DEFINED ENV{CODA_COMMIT} AND NOT "$ENV{CODA_COMMIT}" STREQUAL "")
+  set(own_checkout FALSE)
+  set(commit "$ENV{CODA_COMMIT}")
+  set(rc 0)
+  set(from_env TRUE)
+endif()
 if(own_checkout)
   execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SRC}
                   OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 endif()
 if(NOT rc EQUAL 0 OR commit STREQUAL "")
   set(commit "unknown")
-else()
+elseif(NOT from_env)
   execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY ${SRC}
                   OUTPUT_VARIABLE dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(NOT dirty STREQUAL "")
