@@ -90,6 +90,18 @@ Status swiglu(const TensorView& z, const TensorView& o, cudaStream_t stream = nu
 // RoPE of the q and k heads of qkv (interleaved pairs), in place.
 Status rope(const TensorView& qkv, const TensorView& positions, const TensorView& freqs, const HeadDims& heads,
             cudaStream_t stream = nullptr);
+// The backward pair of the unfused block (not yet run on a GPU). RMSNorm backward, given dy = the
+// dgrad GEMM's output [M, N]: dx = r (dy w - xh c) (+ dres; dres may be dx_out itself), xh = x r,
+// with r = rstd [M], c = zdz [M] (fp32); y_out (optional) = xh w; dw_partials [ceil(M / 128), N]
+// fp32 = per 128-row granule, sum of dy xh (plain stores, fixed order: deterministic).
+Status rmsnorm_backward(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& zdz,
+                        const TensorView& w, const TensorView& dres, const TensorView& dx_out, const TensorView& y_out,
+                        const TensorView& dw_partials, cudaStream_t stream = nullptr);
+// SwiGLU backward: dz_out [M, 2F] = interleaved (dg, du) from dout [M, F] and the saved interleaved
+// z [M, 2F]; o_out (optional) = silu(g) u; zdz_partials (optional) [M, ceil(F / 128)] fp32 = per
+// 128-column granule of F, sum of g dg + u du (plain stores, fixed order).
+Status swiglu_backward(const TensorView& dout, const TensorView& z, const TensorView& dz_out, const TensorView& o_out,
+                       const TensorView& zdz_partials, cudaStream_t stream = nullptr);
 }  // namespace unfused
 
 }  // namespace coda

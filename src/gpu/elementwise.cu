@@ -406,6 +406,70 @@ __global__ void rope_kernel(Mat2 q, const int* positions, const float* freqs, in
   put(q, r, c + 1, y);
 }
 
+// The unfused RMSNorm backward, given dy (the dgrad GEMM's output, already rounded to its dtype):
+// per element the same float expressions, in the same order, as programs::RmsNormBackward, so the
+// two agree up to dy's rounding and the order of the dw sums. One thread per column walks the rows
+// of one CODA_PARTIAL_ROWS-row granule (consecutive threads, consecutive columns: coalesced) and
+// stores the granule's dw sum in row order: no atomics, the same result on every run.
+struct RmsBwdParams {
+  Mat2 dy, x, dres, dx, y, dw;
+  const float* rstd;
+  const float* zdz;
+  const void* w;
+  int wdt;
+  int64_t rows, cols, granules;
+};
+
+__global__ void rmsnorm_backward_kernel(RmsBwdParams p) {
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < p.cols; n += int64_t(gridDim.x) * blockDim.x) {
+    const float w = ld_f(p.w, n, p.wdt);
+    for (int64_t t = blockIdx.y; t < p.granules; t += gridDim.y) {
+      const int64_t end = (t + 1) * CODA_PARTIAL_ROWS < p.rows ? (t + 1) * CODA_PARTIAL_ROWS : p.rows;
+      float dw = 0.0f;
+      for (int64_t m = t * CODA_PARTIAL_ROWS; m < end; ++m) {
+        const float r = p.rstd[m], c = p.zdz[m];
+        const float dy = at(p.dy, m, n);
+        const float xh = at(p.x, m, n) * r;
+        float dx = epi::rmsnorm_dx(dy, xh, r, w, c);
+        if (p.dres.p) dx += at(p.dres, m, n);  // read before the store below: dres may be dx_out
+        put(p.dx, m, n, dx);
+        if (p.y.p) put(p.y, m, n, xh * w);
+        dw += dy * xh;
+      }
+      put(p.dw, t, n, dw);
+    }
+  }
+}
+
+// The unfused SwiGLU backward: one block of CODA_PARTIAL_COLS threads per (row, granule of F), a
+// thread per output column i (z's pair 2i, 2i + 1), the epi:: functions of programs::SwigluBackward.
+// The granule's ZdZ (sum of g dg + u du) is a block reduction in a fixed order, stored plainly.
+struct SwiBwdParams {
+  Mat2 dout, z, dz, o, zdz;
+  int64_t rows, f, granules;
+};
+
+__global__ void __launch_bounds__(CODA_PARTIAL_COLS) swiglu_backward_kernel(SwiBwdParams p) {
+  for (int64_t m = blockIdx.x; m < p.rows; m += gridDim.x)
+    for (int64_t t = blockIdx.y; t < p.granules; t += gridDim.y) {  // uniform over the block: block_sum is safe
+      const int64_t i = t * CODA_PARTIAL_COLS + threadIdx.x;
+      float zdz = 0.0f;
+      if (i < p.f) {
+        const float g = at(p.z, m, 2 * i), u = at(p.z, m, 2 * i + 1);
+        float dg, du;
+        epi::swiglu_backward(g, u, at(p.dout, m, i), &dg, &du);
+        put(p.dz, m, 2 * i, dg);
+        put(p.dz, m, 2 * i + 1, du);
+        if (p.o.p) put(p.o, m, i, epi::swiglu(g, u));
+        zdz = g * dg + u * du;
+      }
+      if (p.zdz.p) {
+        zdz = block_sum(zdz);
+        if (threadIdx.x == 0) put(p.zdz, m, t, zdz);
+      }
+    }
+}
+
 // out row r = src row map(r), element-wise copy; mode 0: interleave (a, b), 1: rotate-half -> pairs.
 __global__ void gather_rows_kernel(Mat2 a, Mat2 b, Mat2 o, int64_t rows, int64_t cols, int mode, int64_t hd,
                                    int64_t rope_rows) {
@@ -1009,6 +1073,88 @@ Status rope(const TensorView& qkv, const TensorView& positions, const TensorView
                                                       static_cast<const float*>(freqs.data()), qkv.rows(),
                                                       heads.head_dim, heads.rope_cols());
   return launch_status("unfused::rope");
+}
+
+Status rmsnorm_backward(const TensorView& dy, const TensorView& x, const TensorView& rstd, const TensorView& zdz,
+                        const TensorView& w, const TensorView& dres, const TensorView& dx_out, const TensorView& y_out,
+                        const TensorView& dw_partials, cudaStream_t stream) {
+  const char* op = "unfused::rmsnorm_backward";
+  ArgCheck check(op);
+  check.tensor("dy", dy, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t m = dy.rows(), n = dy.cols(), granules = ceil_div(m, CODA_PARTIAL_ROWS);
+  check.tensor("x", x, {m, n}, kStoreTypes, Layout::kAny)
+      .tensor("rstd", rstd, {m}, kFP32Only)
+      .tensor("zdz", zdz, {m}, kFP32Only)
+      .tensor("w", w, {n}, kFloatTypes)
+      .optional("dres", dres, {m, n}, kStoreTypes, Layout::kAny)
+      .tensor("dx_out", dx_out, {m, n}, kStoreTypes, Layout::kAny)
+      .optional("y_out", y_out, {m, n}, kStoreTypes, Layout::kAny)
+      .tensor("dw_partials", dw_partials, {granules, n}, kFP32Only, Layout::kAny)
+      .no_alias({{"dx_out", dx_out}, {"y_out", y_out}, {"dw_partials", dw_partials}},
+                {{"dy", dy}, {"x", x}, {"rstd", rstd}, {"zdz", zdz}, {"w", w}, {"dres", dres}},
+                {{"dx_out", "dres"}});
+  CODA_TRY(check.status());
+  if (m == 0 || n == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"dy", dy}, {"x", x}, {"rstd", rstd}, {"zdz", zdz}, {"w", w}, {"dres", dres},
+        {"dx_out", dx_out}, {"y_out", y_out}, {"dw_partials", dw_partials}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  RmsBwdParams p{};
+  p.dy = mat_of(dy);
+  p.x = mat_of(x);
+  p.dres = mat_of(dres);
+  p.dx = mat_of(dx_out);
+  p.y = mat_of(y_out);
+  p.dw = mat_of(dw_partials);
+  p.rstd = static_cast<const float*>(rstd.data());
+  p.zdz = static_cast<const float*>(zdz.data());
+  p.w = w.data();
+  p.wdt = static_cast<int>(w.dtype());
+  p.rows = m;
+  p.cols = n;
+  p.granules = granules;
+  constexpr int kThreads = 128;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(ceil_div(n, kThreads), INT32_MAX)),
+                  static_cast<unsigned>(std::min<int64_t>(granules, 65535)));
+  rmsnorm_backward_kernel<<<grid, kThreads, 0, stream>>>(p);
+  return launch_status(op);
+}
+
+Status swiglu_backward(const TensorView& dout, const TensorView& z, const TensorView& dz_out, const TensorView& o_out,
+                       const TensorView& zdz_partials, cudaStream_t stream) {
+  const char* op = "unfused::swiglu_backward";
+  ArgCheck check(op);
+  check.tensor("dout", dout, {-1, -1}, kStoreTypes, Layout::kAny);
+  if (!check.ok()) return check.status();
+  const int64_t m = dout.rows(), f = dout.cols(), granules = ceil_div(f, CODA_PARTIAL_COLS);
+  check.tensor("z", z, {m, 2 * f}, kStoreTypes, Layout::kAny)
+      .tensor("dz_out", dz_out, {m, 2 * f}, kStoreTypes, Layout::kAny)
+      .optional("o_out", o_out, {m, f}, kStoreTypes, Layout::kAny)
+      .optional("zdz_partials", zdz_partials, {m, granules}, kFP32Only, Layout::kAny)
+      .no_alias({{"dz_out", dz_out}, {"o_out", o_out}, {"zdz_partials", zdz_partials}},
+                {{"dout", dout}, {"z", z}});
+  CODA_TRY(check.status());
+  if (m == 0 || f == 0) return {};
+  CODA_TRY(check_device(op));
+  for (const auto& [name, t] :
+       {std::pair<const char*, TensorView>{"dout", dout}, {"z", z}, {"dz_out", dz_out}, {"o_out", o_out},
+        {"zdz_partials", zdz_partials}})
+    CODA_TRY(check_device_pointer(op, name, t));
+  SwiBwdParams p{};
+  p.dout = mat_of(dout);
+  p.z = mat_of(z);
+  p.dz = mat_of(dz_out);
+  p.o = mat_of(o_out);
+  p.zdz = mat_of(zdz_partials);
+  p.rows = m;
+  p.f = f;
+  p.granules = granules;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(m, INT32_MAX)),
+                  static_cast<unsigned>(std::min<int64_t>(granules, 65535)));
+  swiglu_backward_kernel<<<grid, CODA_PARTIAL_COLS, 0, stream>>>(p);
+  return launch_status(op);
 }
 
 }  // namespace unfused

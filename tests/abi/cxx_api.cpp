@@ -123,6 +123,8 @@ int main() {
   REJECT(unfused::rmsnorm({}, {}, 1e-5f, {}, {}));
   REJECT(unfused::swiglu({}, {}));
   REJECT(unfused::rope({}, {}, {}, HeadDims{}));
+  REJECT(unfused::rmsnorm_backward({}, {}, {}, {}, {}, {}, {}, {}, {}));
+  REJECT(unfused::swiglu_backward({}, {}, {}, {}, {}));
   // kernel/config.hpp, reached through gemm_config
   GemmProblem prob;
   prob.m = prob.n = prob.k = 4096;
@@ -178,6 +180,7 @@ int main() {
 
   // ---- referenced only: need a GPU or real work ---------------------------------------------------
   reference(&llama3_forward_unfused);
+  reference(&llama3_backward_unfused);
   reference(&check_llama3_block_gpu);
   reference(&check_llama3_block_emulated);
   reference(&check_llama3_block);

@@ -384,6 +384,17 @@ TEST_F(GpuOps, BadInputWritesNothing) {
   expect(gemm_rmsnorm_swiglu({a.view(), w.view(), {}, {}, o.view()}), CODA_ERROR_INVALID_ARGUMENT, "'rstd' is required");
   expect(gemm_qkv_sqsum({a.view(), w.view(), {}, HeadDims{6, 1, 64}, x.view(), partial_dual(m, 5).view()}),
          CODA_ERROR_INVALID_ARGUMENT, "sumsq_out");
+  // The unfused backward kernels: the same up-front rules (x as dx_out, h as dz_out, p as the partials
+  // must stay unwritten).
+  Dual rv = vec_dual(Vec(static_cast<size_t>(m), 1.0), DType::kFP32);
+  expect(unfused::rmsnorm_backward(res.view(), res.view(), rv.view(), rv.view(), norm.view(), {}, x.view(), {},
+                                   p.view()),
+         CODA_ERROR_INVALID_ARGUMENT, "argument 'dw_partials'");
+  expect(unfused::rmsnorm_backward(res.view(), res.view(), rv.view(), rv.view(), norm.view(), x.view(), h.view(),
+                                   x.view(), p.view()),
+         CODA_ERROR_INVALID_ARGUMENT, "argument 'y_out' overlaps input 'dres'");
+  expect(unfused::swiglu_backward(a.view(), res.view(), h.view(), {}, {}), CODA_ERROR_INVALID_ARGUMENT,
+         "argument 'z'");
   // C ABI: the same rule through coda.h.
   coda_tensor_t ta = a.view().desc, tw = w.view().desc, tx = x.view().desc, th = h.view().desc, tp = p.view().desc;
   coda_tensor_t tn = norm.view().desc;
@@ -718,7 +729,21 @@ TEST_F(GpuOps, BlockForwardBackwardFused) {
       EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": " << row.fused << " > " << row.bound;
     }
   }
-  EXPECT_FALSE(check_llama3_block_gpu(default_check_dims(), 1, true, 1e-4, true).error.empty());
+}
+
+// Forward + backward of the unfused path (cuBLAS GEMMs + unfused:: kernels) against the float64
+// block, the same shapes and rule: the cross-check and baseline of the fused backward (issue 9).
+TEST_F(GpuOps, BlockForwardBackwardUnfused) {
+  for (const Llama3Dims& d : block_test_dims()) {
+    const uint64_t seed = test::seed();
+    SCOPED_TRACE("M " + std::to_string(d.tokens) + " d " + std::to_string(d.hidden) + " seed " + std::to_string(seed));
+    const BlockCheckResult r = check_llama3_block_gpu(d, seed, true, d.tokens == 1 ? 1e-2 : 1e-4, true);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    ASSERT_EQ(r.rows.size(), 14u);
+    for (const ErrorRow& row : r.rows) {
+      EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": " << row.fused << " > " << row.bound;
+    }
+  }
 }
 
 }  // namespace

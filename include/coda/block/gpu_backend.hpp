@@ -56,9 +56,15 @@ class GpuBackend {
 Status llama3_forward_unfused(GpuBackend& be, void* cublas_handle, const Llama3Dims& d, const Llama3Weights& w,
                               const Llama3Activations& act);
 
+// The same block backward unfused, step for step as llama3_backward: rope_backward, then each
+// fused dgrad GEMM + epilogue becomes a cuBLAS GEMM into a stored gradient and an elementwise
+// kernel (unfused::rmsnorm_backward, unfused::swiglu_backward); the partial finishes are the fused
+// path's own; weight gradients by cuBLAS in the grads' dtype. Not yet run on a GPU (issue 9).
+Status llama3_backward_unfused(GpuBackend& be, void* cublas_handle, const Llama3Dims& d, const Llama3Weights& w,
+                               const Llama3Activations& act, const Llama3Grads& g);
+
 // The block check of coda/ref/block_check.hpp on the GPU: the fused schedule's forward, and its
-// backward when `backward` is set; or the unfused forward when `unfused` is set (there is no
-// unfused GPU backward yet: `unfused` with `backward` is an error).
+// backward when `backward` is set; or the same through the unfused path when `unfused` is set.
 BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused = false,
                                         double eps = 1e-4, bool backward = false);
 
