@@ -387,11 +387,12 @@ TEST_F(GpuOps, BadInputWritesNothing) {
   // The unfused backward kernels: the same up-front rules (x as dx_out, h as dz_out, p as the partials
   // must stay unwritten).
   Dual rv = vec_dual(Vec(static_cast<size_t>(m), 1.0), DType::kFP32);
+  Dual dwp = partial_dual(ceil_div(m, CODA_PARTIAL_ROWS), n);  // the right shape: the next rule is aliasing
   expect(unfused::rmsnorm_backward(res.view(), res.view(), rv.view(), rv.view(), norm.view(), {}, x.view(), {},
                                    p.view()),
          CODA_ERROR_INVALID_ARGUMENT, "argument 'dw_partials'");
   expect(unfused::rmsnorm_backward(res.view(), res.view(), rv.view(), rv.view(), norm.view(), x.view(), h.view(),
-                                   x.view(), p.view()),
+                                   x.view(), dwp.view()),
          CODA_ERROR_INVALID_ARGUMENT, "argument 'y_out' overlaps input 'dres'");
   expect(unfused::swiglu_backward(a.view(), res.view(), h.view(), {}, {}), CODA_ERROR_INVALID_ARGUMENT,
          "argument 'z'");
@@ -402,7 +403,8 @@ TEST_F(GpuOps, BadInputWritesNothing) {
   EXPECT_EQ(coda_gemm_residual_rmsnorm_partial(&ta, &tw, nullptr, &tn, &tx, &th, &tp, 1.0f, nullptr),
             CODA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(coda_last_error()).find("argument 'h_out'"), std::string::npos) << coda_last_error();
-  fetch(x), fetch(h), fetch(p), fetch(o);
+  fetch(x), fetch(h), fetch(p), fetch(o), fetch(dwp);
+  for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(std::isnan(dwp.host.get(0, j))) << "a rejected call wrote dw_partials";
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       ASSERT_TRUE(std::isnan(x.host.get(i, j)) && std::isnan(h.host.get(i, j))) << "a rejected call wrote an output";
