@@ -35,7 +35,8 @@ Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
 // GPU rules on the tile outputs, checked before anything is written: one dtype per launch; the
 // epilogue stages 64 rows of every output per chunk in epi::arena_bytes per warpgroup (16 KiB, 8 KiB
 // more per double-width output; half-width outputs take half, double-width ones twice), so fp32
-// outputs of two-output operators do not fit.
+// outputs of two-output operators do not fit; outputs staged over a tile operand
+// (epi::stage_in_tile) take no arena bytes and must be 16-bit.
 template <class Program>
 Status check_staging(const char* op, const sm90::EpiParams& e) {
   constexpr epi::Resources R = epi::resources_of<Program>();
@@ -50,7 +51,15 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
   for (int o = 0; o < e.num_outs; ++o)
     if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) es = 4;
   int bytes = 0;
-  for (int o = 0; o < e.num_outs; ++o) bytes += 64 * 32 * epi::out_per(R, o) * es;
+  for (int o = 0; o < e.num_outs; ++o) {
+    if (epi::out_tile(R, o) < 0) {
+      bytes += 64 * 32 * epi::out_per(R, o) * es;
+    } else if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) {  // staged over a 16-bit tile operand
+      return Status::not_supported(std::string(op) +
+                                   ": this operator's tile outputs must be bf16 or fp16 (the GPU stages one in place "
+                                   "of its 16-bit tile operand)");
+    }
+  }
   if (bytes > epi::arena_bytes(R))
     return Status::not_supported(std::string(op) + ": these fp32 tile outputs do not fit the epilogue's staging buffer (" +
                                  std::to_string(epi::arena_bytes(R) / 1024) +

@@ -62,6 +62,8 @@
 //   visit_chunks                   GPU tuning: 1 visits one 64 x 64 chunk per loop iteration, for
 //                                  programs whose state spills registers with two (0: the kernel's
 //                                  choice, two where it can)
+//   out_tiles                      GPU staging: outputs staged in place of a TMA-staged tile operand
+//                                  of the same width (set with epi::stage_in_tile); see below
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -89,6 +91,7 @@ struct Resources {
   int wide_tiles = 0;
   int wide_outs = 0;
   int visit_chunks = 0;
+  int out_tiles = 0;  // 4 bits per output o: 1 + the tile operand its chunk is staged over, 0: none
 };
 
 // r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
@@ -97,16 +100,33 @@ constexpr Resources one_chunk_visits(Resources r) {
   return r;
 }
 
+// r with output o staged over tile operand i on the GPU: the output's chunk is written into the
+// tile's chunk slot in shared memory and stored from there, so the staging arena holds only the
+// other outputs (8-16 KiB less per warpgroup; the bytes buy the tile ring its second slot, which
+// prefetches the next chunk's operands: bench/NOTES.md, issue 9). Rules: the output has the tile's
+// width and a 16-bit dtype (the host refuses fp32), and the program writes it at a pair only after
+// reading the tile at that pair (the stored value may overwrite it; each pair's columns are its own).
+constexpr Resources stage_in_tile(Resources r, int o, int i) {
+  r.out_tiles |= (i + 1) << (4 * o);
+  return r;
+}
+// The tile operand output o is staged over, or -1 (the staging arena).
+constexpr int out_tile(Resources r, int o) { return ((r.out_tiles >> (4 * o)) & 15) - 1; }
+
 // The columns of output o / tile operand i that one accumulator pair covers: 1 (half width), 2
 // (same width) or 4 (double width); a 64-column accumulator chunk holds 32 per of them.
 constexpr int out_per(Resources r, int o) { return (r.half_outs >> o) & 1 ? 1 : ((r.wide_outs >> o) & 1 ? 4 : 2); }
 constexpr int tile_per(Resources r, int i) { return (r.wide_tiles >> i) & 1 ? 4 : 2; }
 // The GPU epilogue's staging arena per warpgroup: one 64-row chunk of two same-width 16-bit outputs,
-// plus 8 KiB for each double-width output.
+// plus 8 KiB for each double-width output, less the outputs staged over tile operands (a 16-bit
+// chunk of output o is 4 KiB per column it covers per pair); at least 1 KiB.
 constexpr int arena_bytes(Resources r) {
   int n = 0;
   for (int m = r.wide_outs; m; m >>= 1) n += m & 1;
-  return 16384 + 8192 * n;
+  int bytes = 16384 + 8192 * n;
+  for (int o = 0; o < 8; ++o)
+    if (out_tile(r, o) >= 0) bytes -= 4096 * out_per(r, o);
+  return bytes > 1024 ? bytes : 1024;
 }
 
 // The entry of a column vector that column n reads: (n mod period) / step, period 0 meaning none

@@ -350,11 +350,23 @@ struct Sm90Gemm {
   // its place in a staging buffer.
   CUTE_HOST_DEVICE static constexpr int out_per(int o) { return epi::out_per(kRes, o); }
   CUTE_HOST_DEVICE static constexpr int out_cols(int o) { return kChunkCols / 2 * out_per(o); }
+  // Outputs staged over a tile operand (epi::stage_in_tile) take no arena bytes.
+  CUTE_HOST_DEVICE static constexpr int out_tile(int o) { return epi::out_tile(kRes, o); }
   CUTE_HOST_DEVICE static constexpr int out_offset(int o, int es) {
     int off = 0;
-    for (int i = 0; i < o; ++i) off += kChunkRows * out_cols(i) * es;
+    for (int i = 0; i < o; ++i)
+      if (out_tile(i) < 0) off += kChunkRows * out_cols(i) * es;
     return off;
   }
+  static constexpr bool kInTileOuts = kRes.out_tiles != 0;
+  static constexpr bool in_tile_outs_valid() {
+    for (int o = 0; o < 8; ++o) {
+      const int i = epi::out_tile(kRes, o);
+      if (i >= 0 && (i >= kRes.tma_tiles || out_per(o) != epi::tile_per(kRes, i))) return false;
+    }
+    return true;
+  }
+  static_assert(in_tile_outs_valid(), "an output staged over a tile operand must have that TMA tile's width");
 
   // Staging addresses: coda/kernel/staging.hpp (per-thread StageAddr, per-pair stage_off).
 
@@ -374,8 +386,9 @@ struct Sm90Gemm {
     uint8_t* buf;
     // This chunk's TMA-staged tile operands (slot 0). NOTES: read with plain loads, not volatile
     // asm, so the compiler can issue them ahead of the program's arithmetic; the ring barrier's
-    // wait (a memory clobber) keeps them after the data has landed.
-    const uint8_t* tiles;
+    // wait (a memory clobber) keeps them after the data has landed. Outputs staged over a tile
+    // (epi::stage_in_tile) are written here too.
+    uint8_t* tiles;
     StageAddr out_full, out_half, out_wide, tile_a, tile_w;  // staging addresses by columns per pair
     TileAcc& acc;
     float rowv[kEpiSlots][2];  // row operands at the thread's two rows
@@ -388,6 +401,34 @@ struct Sm90Gemm {
     // Column sums of the chunk, [slot][jj][column of the pair] (last: zero-initialized with the
     // context, which lists the members before it).
     mutable float colc[kColSums > 0 ? kColSums : 1][8][2];
+    // Tile words read ahead (programs with outputs staged over a tile operand, interior visit):
+    // [tile][pair slot][word: a same-width pair is one 32-bit word, a double-width pair two].
+    // NOTES: such a program stores into the slots it reads, so neither the compiler nor ptxas may
+    // move a pair's shared loads above the previous pair's stores (their addresses differ by a
+    // runtime XOR): each pair then waited out its load and its arithmetic in turn (SASS of the
+    // SwiGLU backward: LDS, ~40 instructions, STS, LDS, ...). visit_chunk issues the loads
+    // kPreAhead pairs before the program needs them instead.
+    mutable uint32_t pre[kInTileOuts ? kTmaTiles : 1][16][2];
+    mutable bool pre_on;  // set by visit_chunk: the interior visit reads pre
+
+    // The tile words of pair slot s (jj = s / 2, b = s % 2), into pre.
+    CUTE_DEVICE void preload(int s) const {
+      CUTE_UNROLL
+      for (int i = 0; i < kTmaTiles; ++i) {
+        const bool wide = (kRes.wide_tiles >> i) & 1;
+        const uint8_t* a = tiles + i * kTileSlotBytes +
+                           (wide ? stage_off(tile_w, s >> 1, s & 1, 4, 2) : stage_off(tile_a, s >> 1, s & 1, 2, 2));
+        pre[i][s][0] = *reinterpret_cast<const uint32_t*>(a);
+        if (wide) pre[i][s][1] = *reinterpret_cast<const uint32_t*>(a + 4);
+      }
+    }
+    // Tile i's word holding column n of the pair (read ahead, or from shared memory now).
+    CUTE_DEVICE uint32_t tile_word(int i, const epi::Frag& f, int n) const {
+      const bool wide = (kRes.wide_tiles >> i) & 1;
+      const int c = wide ? n - 2 * f.n : n - f.n;  // the column within the pair's (even: a word's first)
+      if (kInTileOuts && pre_on) return pre[i][f.slot][c >> 1];
+      return *reinterpret_cast<const uint32_t*>(tile_at(i, f, n - (c & 1)));
+    }
 
     CUTE_DEVICE static int jj_of(const epi::Frag& f) { return f.slot >> 1; }
     CUTE_DEVICE static int b_of(const epi::Frag& f) { return f.slot & 1; }
@@ -409,13 +450,18 @@ struct Sm90Gemm {
       return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
+      if (i < kTmaTiles && kInTileOuts && pre_on) {
+        const uint32_t w = tile_word(i, f, n);
+        const bool hi = ((kRes.wide_tiles >> i) & 1 ? n - 2 * f.n : n - f.n) & 1;
+        return to_float(static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu));
+      }
       if (i < kTmaTiles) return to_float(*reinterpret_cast<const unsigned short*>(tile_at(i, f, n)));
       const EpiTile& t = p.epi.tiles[i];
       return load_as_float(t.ptr, int64_t(f.m) * t.ld + n, t.dtype);
     }
     CUTE_DEVICE epi::Pair tile2(int i, const epi::Frag& f, int n) const {
       if (i < kTmaTiles) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(tile_at(i, f, n));
+        const uint32_t w = tile_word(i, f, n);
         return {to_float(static_cast<unsigned short>(w & 0xffffu)), to_float(static_cast<unsigned short>(w >> 16))};
       }
       return {tile(i, f, n), tile(i, f, n + 1)};
@@ -428,6 +474,11 @@ struct Sm90Gemm {
     // f.n + 1 (same width), 2 f.n .. 2 f.n + 3 (double width).
     CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int n) const {
       constexpr int kHalf = kRes.half_outs, kWide = kRes.wide_outs;
+      if (kEs == 2 && out_tile(o) >= 0) {  // over tile operand out_tile(o): its layout (fp32: refused by the host)
+        const int i = out_tile(o);
+        if ((kWide >> o) & 1) return tiles + i * kTileSlotBytes + stage_off(tile_w, jj_of(f), b_of(f), 4, 2) + 2 * (n - 2 * f.n);
+        return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
+      }
       if ((kHalf >> o) & 1) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
       if ((kWide >> o) & 1)
         return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
@@ -531,13 +582,25 @@ struct Sm90Gemm {
   // chunk's 32 values are the accumulator's 32 from kOff on (linear index kOff + x + 2 b + 4 jj for
   // value x of pair jj in row half b); (m0, n0) is the thread's first (row, column) in it. NOTES at
   // the top of this file: value (a, b, j) of a wgmma block sits at (r0 + 8 b, c0 + 8 j + a).
+  // Programs with outputs staged over a tile operand: the interior visit reads each pair's tile
+  // words this many pairs ahead (ChunkCtx::pre).
+  static constexpr int kPreAhead = 4;
   template <bool kChecked, int kOff, int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
                                       const Accum& accum, int m0, int n0) {
+    constexpr bool kPre = kInTileOuts && !kChecked;
+    ctx.pre_on = kPre;
+    if constexpr (kPre) {
+      CUTE_UNROLL
+      for (int s = 0; s < kPreAhead; ++s) ctx.preload(s);
+    }
     CUTE_UNROLL
     for (int jj = 0; jj < 8; ++jj) {
       CUTE_UNROLL
       for (int b = 0; b < 2; ++b) {
+        if constexpr (kPre) {
+          if (2 * jj + b + kPreAhead < 16) ctx.preload(2 * jj + b + kPreAhead);
+        }
         epi::Frag f;
         f.m = m0 + 8 * b;
         f.n = n0 + 8 * jj;
@@ -635,6 +698,9 @@ struct Sm90Gemm {
                                            int cn0) {
     if constexpr (kTmaTiles > 0) {
       if (cm0 >= p.m || cn0 >= p.n) return;
+      // Outputs staged over tile operands: the slot is free once the stores that last read it have
+      // (this thread issues every store of the warpgroup).
+      if constexpr (kInTileOuts) tma_store_wait_read<0>();
       uint64_t* bar = &full[seq % kRingSlots];
       // a double-width tile: two 64-column boxes at its columns 2 cn0 and 2 cn0 + 64
       constexpr int kBox = kChunkRows * 128;
@@ -1050,8 +1116,10 @@ struct Sm90Gemm {
           if (!out.defined) continue;
           const int row_bytes = out_cols(o) * es;
           const int box = row_bytes < 128 ? row_bytes : 128;
+          uint8_t* src = buf + out_offset(o, es);
+          if (out_tile(o) >= 0) src = ctx.tiles + out_tile(o) * kTileSlotBytes;  // the tile slot's boxes
           for (int bx = 0; bx < row_bytes / box; ++bx) {
-            const uint32_t sm = cute::cast_smem_ptr_to_uint(buf + out_offset(o, es) + bx * kChunkRows * box);
+            const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
             if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / es), cm0);
           }
         }

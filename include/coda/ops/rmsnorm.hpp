@@ -92,8 +92,10 @@ struct RmsNormBackward {
   static constexpr int kTileX = 0, kTileDres = 1;  // tiles
   static constexpr int kOutDx = 0, kOutY = 1;      // outputs
   static constexpr int kColDw = 0;                 // column partials
-  // x and dres staged by TMA; the norm weight; the dw column partials
-  static constexpr epi::Resources kResources = epi::one_chunk_visits({0, 0, 0, 2, 0, 1, 0, 1});
+  // x and dres staged by TMA; the norm weight; the dw column partials; dx staged over dres (each
+  // pair reads its dres before it writes its dx)
+  static constexpr epi::Resources kResources =
+      epi::one_chunk_visits(epi::stage_in_tile({0, 0, 0, 2, 0, 1, 0, 1}, kOutDx, kTileDres));
   static constexpr uint32_t kHasDres = 1, kHasY = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;
