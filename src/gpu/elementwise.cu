@@ -115,9 +115,7 @@ Status row_finish(const char* op, const TensorView& partials, const TensorView& 
                   cudaStream_t stream) {
   const int64_t rows = partials.rows();
   if (rows == 0) return {};
-  CODA_TRY(check_device(op));
-  CODA_TRY(check_device_pointer(op, "partials", partials));
-  CODA_TRY(check_device_pointer(op, "out", out));
+  CODA_TRY(device_prologue(op, {{"partials", partials}, {"out", out}}));
   row_finish_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(mat_of(partials), rows, partials.cols(),
                                                                       static_cast<float*>(out.data()), mode, a, b);
   return launch_status(op);
@@ -796,9 +794,7 @@ Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const int64_t cols = args.partials.cols();
   if (cols == 0) return {};
-  CODA_TRY(check_device(op));
-  CODA_TRY(check_device_pointer(op, "partials", args.partials));
-  CODA_TRY(check_device_pointer(op, "out", args.out));
+  CODA_TRY(device_prologue(op, {{"partials", args.partials}, {"out", args.out}}));
   col_finish_kernel<<<blocks_for(cols, 256), 256, 0, stream>>>(mat_of(args.partials), args.partials.rows(), cols,
                                                                 mat_of(args.out));
   return launch_status(op);
@@ -812,12 +808,10 @@ Status lse_finish(const LseFinishArgs& args, cudaStream_t stream) {
 Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream) {
   const char* op = "cross_entropy";
   CODA_TRY(validate(args));
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"lse", args.lse}, {"target_logit", args.target_logit},
-        {"targets", args.targets}, {"loss_out", args.loss_out}, {"row_loss_out", args.row_loss_out},
-        {"logits", args.logits}, {"dlogits_out", args.dlogits_out}, {"zdz_out", args.zdz_out}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"lse", args.lse}, {"target_logit", args.target_logit}, {"targets", args.targets},
+                                {"loss_out", args.loss_out}, {"row_loss_out", args.row_loss_out},
+                                {"logits", args.logits}, {"dlogits_out", args.dlogits_out},
+                                {"zdz_out", args.zdz_out}}));
   CeParams p{};
   p.lse = static_cast<const float*>(args.lse.data());
   p.target_logit = static_cast<const float*>(args.target_logit.data());
@@ -848,11 +842,9 @@ Status qknorm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const int64_t rows = args.qkv.rows();
   if (rows == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"sumsq", args.sumsq}, {"gamma_q", args.gamma_q},
-        {"gamma_k", args.gamma_k}, {"positions", args.positions}, {"freqs", args.freqs}, {"out", args.out}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"qkv", args.qkv}, {"sumsq", args.sumsq}, {"gamma_q", args.gamma_q},
+                                {"gamma_k", args.gamma_k}, {"positions", args.positions}, {"freqs", args.freqs},
+                                {"out", args.out}}));
   QkParams p{};
   p.qkv = mat_of(args.qkv);
   p.sumsq = mat_of(args.sumsq);
@@ -870,11 +862,8 @@ Status rope_backward(const RopeBackwardArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const int64_t rows = args.qkv.rows();
   if (rows == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"dqkv", args.dqkv}, {"positions", args.positions},
-        {"freqs", args.freqs}, {"dz_out", args.dz_out}, {"zdz_out", args.zdz_out}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"qkv", args.qkv}, {"dqkv", args.dqkv}, {"positions", args.positions},
+                                {"freqs", args.freqs}, {"dz_out", args.dz_out}, {"zdz_out", args.zdz_out}}));
   const int64_t n = args.heads.qkv_cols();
   const auto threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(n / 2, 32) * 32));
   rope_backward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
@@ -897,13 +886,10 @@ Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, cudaStream_t str
                                  "memory), got " + std::to_string(hd));
   const int64_t rows = args.qkv.rows();
   if (rows == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"qkv", args.qkv}, {"gamma_q", args.gamma_q}, {"gamma_k", args.gamma_k},
-        {"positions", args.positions}, {"freqs", args.freqs}, {"dout", args.dout}, {"dqkv_out", args.dqkv_out},
-        {"dgamma_q_partials", args.dgamma_q_partials}, {"dgamma_k_partials", args.dgamma_k_partials},
-        {"zdz_out", args.zdz_out}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"qkv", args.qkv}, {"gamma_q", args.gamma_q}, {"gamma_k", args.gamma_k},
+                                {"positions", args.positions}, {"freqs", args.freqs}, {"dout", args.dout},
+                                {"dqkv_out", args.dqkv_out}, {"dgamma_q_partials", args.dgamma_q_partials},
+                                {"dgamma_k_partials", args.dgamma_k_partials}, {"zdz_out", args.zdz_out}}));
   QkBwdParams p{};
   p.qkv = mat_of(args.qkv);
   p.dout = mat_of(args.dout);
@@ -935,9 +921,7 @@ Status interleave_gate_up(const TensorView& gate, const TensorView& up, const Te
   CODA_TRY(validate_interleave_gate_up(gate, up, out));
   const int64_t f = gate.rows(), k = gate.cols();
   if (f == 0 || k == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] : {std::pair<const char*, TensorView>{"gate", gate}, {"up", up}, {"out", out}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"gate", gate}, {"up", up}, {"out", out}}));
   gather_rows_kernel<<<blocks_for(2 * f * k, 256), 256, 0, stream>>>(mat_of(gate), mat_of(up), mat_of(out), 2 * f, k,
                                                                      0, 0, 0);
   return launch_status(op);
@@ -949,9 +933,7 @@ Status permute_rotate_half_to_interleaved(const TensorView& w, const HeadDims& h
   CODA_TRY(validate_permute_rotate_half_to_interleaved(w, heads, out));
   const int64_t n3 = heads.qkv_cols(), k = w.cols();
   if (k == 0) return {};
-  CODA_TRY(check_device(op));
-  CODA_TRY(check_device_pointer(op, "w", w));
-  CODA_TRY(check_device_pointer(op, "out", out));
+  CODA_TRY(device_prologue(op, {{"w", w}, {"out", out}}));
   gather_rows_kernel<<<blocks_for(n3 * k, 256), 256, 0, stream>>>(mat_of(w), mat_of(w), mat_of(out), n3, k, 1,
                                                                   heads.head_dim, heads.rope_cols());
   return launch_status(op);
@@ -1096,11 +1078,8 @@ Status rmsnorm_backward(const TensorView& dy, const TensorView& x, const TensorV
                 {{"dx_out", "dres"}});
   CODA_TRY(check.status());
   if (m == 0 || n == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"dy", dy}, {"x", x}, {"rstd", rstd}, {"zdz", zdz}, {"w", w}, {"dres", dres},
-        {"dx_out", dx_out}, {"y_out", y_out}, {"dw_partials", dw_partials}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"dy", dy}, {"x", x}, {"rstd", rstd}, {"zdz", zdz}, {"w", w}, {"dres", dres},
+                                {"dx_out", dx_out}, {"y_out", y_out}, {"dw_partials", dw_partials}}));
   RmsBwdParams p{};
   p.dy = mat_of(dy);
   p.x = mat_of(x);
@@ -1137,11 +1116,8 @@ Status swiglu_backward(const TensorView& dout, const TensorView& z, const Tensor
                 {{"dout", dout}, {"z", z}});
   CODA_TRY(check.status());
   if (m == 0 || f == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] :
-       {std::pair<const char*, TensorView>{"dout", dout}, {"z", z}, {"dz_out", dz_out}, {"o_out", o_out},
-        {"zdz_partials", zdz_partials}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"dout", dout}, {"z", z}, {"dz_out", dz_out}, {"o_out", o_out},
+                                {"zdz_partials", zdz_partials}}));
   SwiBwdParams p{};
   p.dout = mat_of(dout);
   p.z = mat_of(z);

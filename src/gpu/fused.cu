@@ -20,18 +20,6 @@ namespace {
 using namespace gpu_host;
 using sm90::LaunchArgs;
 
-struct Named {
-  const char* name;
-  TensorView t;
-};
-
-// The checks every GPU entry makes after validate(): a usable sm_90 device, device pointers.
-Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
-  CODA_TRY(check_device(op));
-  for (const Named& n : tensors) CODA_TRY(check_device_pointer(op, n.name, n.t));
-  return {};
-}
-
 // GPU rules on the tile outputs, checked before anything is written: one dtype per launch; the
 // epilogue stages 64 rows of every output per chunk in epi::arena_bytes per warpgroup (16 KiB, 8 KiB
 // more per double-width output; half-width outputs take half, double-width ones twice), so fp32

@@ -236,10 +236,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
   const char* op = plain ? "gemm" : "gemm_ex";
   const int64_t m = args.a.rows(), n = args.b.rows(), k = args.a.cols();
   if (m == 0 || n == 0) return {};
-  CODA_TRY(check_device(op));
-  for (const auto& [name, t] : {std::pair<const char*, TensorView>{"a", args.a}, {"b", args.b}, {"c", args.c},
-                                {"d", args.d}})
-    CODA_TRY(check_device_pointer(op, name, t));
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"c", args.c}, {"d", args.d}}));
 
   const bool ak = k_major(args.a), bk = k_major(args.b);
   GemmProblem prob;

@@ -56,6 +56,12 @@ Status check_device_pointer(const char* op, const char* name, const TensorView& 
   return {};
 }
 
+Status device_prologue(const char* op, std::initializer_list<Named> tensors) {
+  CODA_TRY(check_device(op));
+  for (const Named& n : tensors) CODA_TRY(check_device_pointer(op, n.name, n.t));
+  return {};
+}
+
 // ---- operand forms --------------------------------------------------------------------------------
 
 // K-major when the unit stride is along K, else M/N-major. With one column (K = 1) either reading

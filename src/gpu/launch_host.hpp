@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <initializer_list>
+
 #include "coda/kernel/epilogue_params.hpp"
 #include "coda/tensor.hpp"
 
@@ -13,6 +15,15 @@ namespace coda::gpu_host {
 Status check_device(const char* op);
 // INVALID_ARGUMENT when a defined tensor's pointer is host memory or unknown to CUDA.
 Status check_device_pointer(const char* op, const char* name, const TensorView& t);
+
+// A tensor argument with the name its error messages use.
+struct Named {
+  const char* name;
+  TensorView t;
+};
+// The checks every GPU entry makes after validating its arguments (and after any early return on
+// empty sizes): check_device, then check_device_pointer on each tensor in order.
+Status device_prologue(const char* op, std::initializer_list<Named> tensors);
 
 // K-major when the unit stride is along K (or K has one element), else M/N-major. Returns the
 // non-unit stride, made TMA-legal when its dimension has a single element.
