@@ -1104,11 +1104,6 @@ struct Sm90Gemm {
       // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
       fence_async_shared();
       named_barrier_sync(1 + wg, 128);
-      // One tile-ring slot: every thread's visit has read it (the barrier above), so the next
-      // chunk's loads go out now, beside this chunk's stores.
-      if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
-        if (ring_on && t == 0) issue_next_tile_loads();
-      }
       if (t == 0) {
         constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
@@ -1124,6 +1119,14 @@ struct Sm90Gemm {
           }
         }
         tma_store_commit();
+      }
+      // One tile-ring slot: every thread's visit has read it (the barrier above), so the next
+      // chunk's loads go out now, beside this chunk's stores: after them, since an output staged
+      // over a tile operand is stored from the slot (issue_tile_loads waits for those stores to
+      // have read it; issued before them, the loads overwrote the outputs: cooperative variant,
+      // GpuOps tests, H200).
+      if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
+        if (ring_on && t == 0) issue_next_tile_loads();
       }
       ++chunk_count;
       trace.mark(kTrPublish);
