@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -243,6 +244,8 @@ TEST_F(GpuFiniteDifference, WholeBlockBackward) {
         analytic.insert(analytic.end(), an.begin(), an.end());
       }
       const double err = ref::rel_error(ref::from_vec(numeric), ref::from_vec(analytic));
+      std::printf("  d%-6s M %4lld: rel. error %.4f over %zu directional derivatives\n", in.name,
+                  static_cast<long long>(d.tokens), err, numeric.size());
       EXPECT_LE(err, kTolerance) << "d" << in.name << ": finite differences vs the GPU backward, rel. error "
                                  << err << " over " << numeric.size() << " directional derivatives";
       EXPECT_GT(ref::frobenius(ref::from_vec(analytic)), 0.0) << "d" << in.name << " is zero";
