@@ -454,12 +454,11 @@ __global__ void __launch_bounds__(CODA_PARTIAL_COLS) swiglu_backward_kernel(SwiB
       float zdz = 0.0f;
       if (i < p.f) {
         const float g = at(p.z, m, 2 * i), u = at(p.z, m, 2 * i + 1);
-        float dg, du;
-        epi::swiglu_backward(g, u, at(p.dout, m, i), &dg, &du);
-        put(p.dz, m, 2 * i, dg);
-        put(p.dz, m, 2 * i + 1, du);
-        if (p.o.p) put(p.o, m, i, epi::swiglu(g, u));
-        zdz = g * dg + u * du;
+        const epi::SwigluGrad d = epi::swiglu_grad(g, u, at(p.dout, m, i));
+        put(p.dz, m, 2 * i, d.dg);
+        put(p.dz, m, 2 * i + 1, d.du);
+        if (p.o.p) put(p.o, m, i, d.o);
+        zdz = d.zdz;
       }
       if (p.zdz.p) {
         zdz = block_sum(zdz);

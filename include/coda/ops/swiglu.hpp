@@ -72,11 +72,10 @@ struct SwigluBackward {
       if (!f.ok[j]) continue;
       const int n = f.n + j;
       const epi::Pair z = ctx.tile2(kTileZ, f, 2 * n);  // (g, u) at columns 2n, 2n + 1: one load
-      float dg, du;
-      epi::swiglu_backward(z.v0, z.v1, f.v[j], &dg, &du);
-      ctx.store2(kOutDz, f, 2 * n, dg, du);  // one packed store
-      o[j] = epi::swiglu(z.v0, z.v1);
-      zdz += z.v0 * dg + z.v1 * du;
+      const epi::SwigluGrad d = epi::swiglu_grad(z.v0, z.v1, f.v[j]);
+      ctx.store2(kOutDz, f, 2 * n, d.dg, d.du);  // one packed store
+      o[j] = d.o;
+      zdz += d.zdz;
     }
     if (flags & kHasO) epi::store_pair(f, ctx, kOutO, o[0], o[1]);
     if (flags & kHasZdZ) ctx.row_sum(kRowZdZ, f, zdz);
