@@ -55,18 +55,17 @@ Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
 // Column partials use CODA_PARTIAL_ROWS-row granules.
 
 // dx = r (dy w - xh c) (+ dres, in place allowed), y = xh w, dw partials per row granule, with
-// dy = a b^T, xh = x r (RmsNormBackwardArgs). Not yet validated on a GPU (issue 9).
+// dy = a b^T, xh = x r (RmsNormBackwardArgs).
 Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t stream = nullptr);
 // dz = (dg, du) interleaved [M, 2F] from do = a b^T and the saved z, o = silu(g) u recomputed
-// (optional), ZdZ row partials per 128-column granule of do (SwigluBackwardArgs). Not yet validated
-// on a GPU (issue 9).
+// (optional), ZdZ row partials per 128-column granule of do (SwigluBackwardArgs).
 Status gemm_swiglu_backward(const SwigluBackwardArgs& args, cudaStream_t stream = nullptr);
 // out[m] = scale * sum_t P[m, t] (ZdZ from row partials); out[n] = sum_t Q[t, n] (dw).
 Status row_sum_finish(const RowSumFinishArgs& args, cudaStream_t stream = nullptr);
 Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream = nullptr);
-// Elementwise: dz = R(-theta) dqkv on q and k, v passed through, optional ZdZ. Not yet run on a GPU.
+// Elementwise: dz = R(-theta) dqkv on q and k, v passed through, optional ZdZ.
 Status rope_backward(const RopeBackwardArgs& args, cudaStream_t stream = nullptr);
-// Elementwise: dqkv, dgamma partials per row granule, optional ZdZ; head_dim <= 6144. Not yet run on a GPU.
+// Elementwise: dqkv, dgamma partials per row granule, optional ZdZ; head_dim <= 6144.
 Status qknorm_rope_backward(const QkNormRopeBackwardArgs& args, cudaStream_t stream = nullptr);
 
 // ---- weight-layout helpers (device tensors, docs/ops.md) -------------------------------------------
@@ -90,7 +89,7 @@ Status swiglu(const TensorView& z, const TensorView& o, cudaStream_t stream = nu
 // RoPE of the q and k heads of qkv (interleaved pairs), in place.
 Status rope(const TensorView& qkv, const TensorView& positions, const TensorView& freqs, const HeadDims& heads,
             cudaStream_t stream = nullptr);
-// The backward pair of the unfused block (not yet run on a GPU). RMSNorm backward, given dy = the
+// The backward pair of the unfused block. RMSNorm backward, given dy = the
 // dgrad GEMM's output [M, N]: dx = r (dy w - xh c) (+ dres; dres may be dx_out itself), xh = x r,
 // with r = rstd [M], c = zdz [M] (fp32); y_out (optional) = xh w; dw_partials [ceil(M / 128), N]
 // fp32 = per 128-row granule, sum of dy xh (plain stores, fixed order: deterministic).

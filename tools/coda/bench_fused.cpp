@@ -439,7 +439,7 @@ bool bench_blocks(Bench& b) {
       }
       Row fb(name_fb, m, d.hidden, d.ffn);
       fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
-      fb.note = "cuBLAS column: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad)";
+      fb.note = "cuBLAS column: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad); unfused: cuBLAS + elementwise kernels";
       ok = b.measure(fb,
                      [&] {
                        fused_be.reset();
@@ -449,7 +449,11 @@ bool bench_blocks(Bench& b) {
                      [&] {
                        for (const auto& gm : gemms) gm->run(nullptr);
                      },
-                     {});
+                     [&] {
+                       unfused_be.reset();
+                       CODA_TRY(llama3_forward_unfused(unfused_be, handle, d, w, act));
+                       return llama3_backward_unfused(unfused_be, handle, d, w, act, g);
+                     });
       if (!ok) break;
     }
     if (!b.wanted(name)) continue;
