@@ -782,24 +782,40 @@ struct Sm90Gemm {
   }
 
   // The chunk's column sums (ctx.colc, each over the thread's two rows) summed across the eight lanes
-  // that hold the same columns (lane bits 2-4 select the row) and added into the tile's shared
-  // column sums by lanes 0-3, whose four warps add to the same columns (shared-memory reductions).
+  // that hold the same columns (lane bits 2-4 select the row) by a reduce-scatter: each round halves
+  // the values a lane keeps (bit 4: pair slots jj 4-7 or 0-3; bit 3: jj 2-3 of those; bit 2: the
+  // odd one), so every lane ends with both columns of pair slot jj = 4 b4 + 2 b3 + b2 and adds them
+  // into the tile's shared column sums (the four warps add to the same columns: shared-memory
+  // reductions). NOTES: 14 shuffles a chunk and slot where the butterfly on all 16 values took 48,
+  // and 2 reductions per lane instead of 16 on lanes 0-3 (bench/NOTES.md, issue 9).
   // col0: the thread's first column, relative to the tile.
+  // One round: lanes that differ in lane bit kBit swap halves of their first kN values; each keeps
+  // the sum of its half (the upper one where its bit is set) in v[0 .. kN / 2).
+  template <int kBit, int kN>
+  CUTE_DEVICE static void reduce_scatter_round(float (&v)[16], int lane) {
+    const bool hi = (lane >> kBit) & 1;
+    CUTE_UNROLL
+    for (int k = 0; k < kN / 2; ++k) {
+      const float keep = hi ? v[kN / 2 + k] : v[k], give = hi ? v[k] : v[kN / 2 + k];
+      v[k] = keep + __shfl_xor_sync(0xffffffffu, give, 1 << kBit);
+    }
+  }
   template <class Ctx>
   CUTE_DEVICE static void add_col_sums(const Ctx& ctx, float* sums, int col0, int lane) {
     CUTE_UNROLL
     for (int c = 0; c < kColSums; ++c) {
+      float v[16];  // index 2 jj + x
       CUTE_UNROLL
       for (int jj = 0; jj < 8; ++jj) {
-        CUTE_UNROLL
-        for (int x = 0; x < 2; ++x) {
-          float v = ctx.colc[c][jj][x];
-          v += __shfl_xor_sync(0xffffffffu, v, 4);
-          v += __shfl_xor_sync(0xffffffffu, v, 8);
-          v += __shfl_xor_sync(0xffffffffu, v, 16);
-          if (lane < 4) atomicAdd(sums + c * kTileN + col0 + 8 * jj + x, v);
-        }
+        v[2 * jj] = ctx.colc[c][jj][0];
+        v[2 * jj + 1] = ctx.colc[c][jj][1];
       }
+      reduce_scatter_round<4, 16>(v, lane);
+      reduce_scatter_round<3, 8>(v, lane);
+      reduce_scatter_round<2, 4>(v, lane);
+      const int jj = 4 * ((lane >> 4) & 1) + 2 * ((lane >> 3) & 1) + ((lane >> 2) & 1);
+      atomicAdd(sums + c * kTileN + col0 + 8 * jj, v[0]);
+      atomicAdd(sums + c * kTileN + col0 + 8 * jj + 1, v[1]);
     }
   }
   // The tile's column sums to the partials' row granule tile_m (a tile is one granule) with plain
