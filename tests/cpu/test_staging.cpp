@@ -4,7 +4,10 @@
 
 #include <vector>
 
+#include "coda/epilogue/program.hpp"
 #include "coda/kernel/staging.hpp"
+#include "coda/ops/rmsnorm.hpp"
+#include "coda/ops/swiglu.hpp"
 
 namespace coda {
 namespace {
@@ -51,6 +54,29 @@ TEST(Staging, EveryThreadWritesDistinctBytes) {
       }
     for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "per " << s.per << " es " << s.es << " byte " << i;
   }
+}
+
+// The GPU staging arena per warpgroup (epi::arena_bytes): two same-width 16-bit outputs, 8 KiB more
+// per double-width output, less every output staged over a tile operand (epi::stage_in_tile).
+TEST(Staging, OutputsStagedOverTilesTakeNoArenaBytes) {
+  using SB = programs::SwigluBackward;
+  using RB = programs::RmsNormBackward;
+  constexpr epi::Resources sb = SB::kResources, rb = RB::kResources;
+  EXPECT_EQ(epi::out_tile(sb, SB::kOutDz), SB::kTileZ);
+  EXPECT_EQ(epi::out_tile(sb, SB::kOutO), -1);
+  EXPECT_EQ(epi::out_tile(rb, RB::kOutDx), RB::kTileDres);
+  EXPECT_EQ(epi::out_tile(rb, RB::kOutY), -1);
+  EXPECT_EQ(epi::out_per(sb, SB::kOutDz), epi::tile_per(sb, SB::kTileZ));  // the kernel's static_assert
+  EXPECT_EQ(epi::out_per(rb, RB::kOutDx), epi::tile_per(rb, RB::kTileDres));
+  EXPECT_EQ(epi::arena_bytes(sb), 8192);  // o only (dz, double width, over z)
+  EXPECT_EQ(epi::arena_bytes(rb), 8192);  // y only (dx over dres)
+  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 16384);
+  EXPECT_EQ(epi::arena_bytes(programs::Swiglu::kResources), 16384);
+  // Both outputs over tiles: the arena keeps its 1 KiB minimum.
+  const epi::Resources both = epi::stage_in_tile(epi::stage_in_tile(epi::Resources{0, 0, 0, 2}, 0, 0), 1, 1);
+  EXPECT_EQ(epi::out_tile(both, 0), 0);
+  EXPECT_EQ(epi::out_tile(both, 1), 1);
+  EXPECT_EQ(epi::arena_bytes(both), 1024);
 }
 
 }  // namespace
