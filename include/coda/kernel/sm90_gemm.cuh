@@ -411,23 +411,20 @@ struct Sm90Gemm {
     mutable uint32_t pre[kInTileOuts ? kTmaTiles : 1][16][2];
     mutable bool pre_on;  // set by visit_chunk: the interior visit reads pre
 
-    // The tile words of pair slot s (jj = s / 2, b = s % 2), into pre.
+    // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
       CUTE_UNROLL
       for (int i = 0; i < kTmaTiles; ++i) {
-        const bool wide = (kRes.wide_tiles >> i) & 1;
-        const uint8_t* a = tiles + i * kTileSlotBytes +
-                           (wide ? stage_off(tile_w, s >> 1, s & 1, 4, 2) : stage_off(tile_a, s >> 1, s & 1, 2, 2));
+        const uint8_t* a = pair_at(i, s);
         pre[i][s][0] = *reinterpret_cast<const uint32_t*>(a);
-        if (wide) pre[i][s][1] = *reinterpret_cast<const uint32_t*>(a + 4);
+        if (tile_per(i) == 4) pre[i][s][1] = *reinterpret_cast<const uint32_t*>(a + 4);
       }
     }
     // Tile i's word holding column n of the pair (read ahead, or from shared memory now).
     CUTE_DEVICE uint32_t tile_word(int i, const epi::Frag& f, int n) const {
-      const bool wide = (kRes.wide_tiles >> i) & 1;
-      const int c = wide ? n - 2 * f.n : n - f.n;  // the column within the pair's (even: a word's first)
+      const int c = pair_col(i, f, n);
       if (kInTileOuts && pre_on) return pre[i][f.slot][c >> 1];
-      return *reinterpret_cast<const uint32_t*>(tile_at(i, f, n - (c & 1)));
+      return *reinterpret_cast<const uint32_t*>(pair_at(i, f.slot) + 2 * (c & ~1));
     }
 
     CUTE_DEVICE static int jj_of(const epi::Frag& f) { return f.slot >> 1; }
@@ -443,17 +440,21 @@ struct Sm90Gemm {
     }
     // Staged tile i at its column n, one of the pair's (64 x 64 16-bit boxes, 128-byte swizzled rows;
     // a double-width tile's pair covers its columns 2 f.n .. 2 f.n + 3).
-    CUTE_DEVICE const uint8_t* tile_at(int i, const epi::Frag& f, int n) const {
-      constexpr int kWide = kRes.wide_tiles;
-      if ((kWide >> i) & 1)
-        return tiles + i * kTileSlotBytes + stage_off(tile_w, jj_of(f), b_of(f), 4, 2) + 2 * (n - 2 * f.n);
-      return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
+    CUTE_DEVICE static constexpr int tile_per(int i) { return epi::tile_per(kRes, i); }
+    // The first column of pair slot s in tile i's chunk slot (outputs staged over the tile share it).
+    CUTE_DEVICE uint8_t* pair_at(int i, int s) const {
+      return tiles + i * kTileSlotBytes +
+             (tile_per(i) == 4 ? stage_off(tile_w, s >> 1, s & 1, 4, 2) : stage_off(tile_a, s >> 1, s & 1, 2, 2));
+    }
+    // Column n of the pair's columns in tile i's own column space: 0, 1 (same width) or 0 .. 3.
+    CUTE_DEVICE static int pair_col(int i, const epi::Frag& f, int n) { return n - tile_per(i) / 2 * f.n; }
+    CUTE_DEVICE uint8_t* tile_at(int i, const epi::Frag& f, int n) const {
+      return pair_at(i, f.slot) + 2 * pair_col(i, f, n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
       if (i < kTmaTiles && kInTileOuts && pre_on) {
         const uint32_t w = tile_word(i, f, n);
-        const bool hi = ((kRes.wide_tiles >> i) & 1 ? n - 2 * f.n : n - f.n) & 1;
-        return to_float(static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu));
+        return to_float(static_cast<unsigned short>(pair_col(i, f, n) & 1 ? w >> 16 : w & 0xffffu));
       }
       if (i < kTmaTiles) return to_float(*reinterpret_cast<const unsigned short*>(tile_at(i, f, n)));
       const EpiTile& t = p.epi.tiles[i];
@@ -474,11 +475,8 @@ struct Sm90Gemm {
     // f.n + 1 (same width), 2 f.n .. 2 f.n + 3 (double width).
     CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int n) const {
       constexpr int kHalf = kRes.half_outs, kWide = kRes.wide_outs;
-      if (kEs == 2 && out_tile(o) >= 0) {  // over tile operand out_tile(o): its layout (fp32: refused by the host)
-        const int i = out_tile(o);
-        if ((kWide >> o) & 1) return tiles + i * kTileSlotBytes + stage_off(tile_w, jj_of(f), b_of(f), 4, 2) + 2 * (n - 2 * f.n);
-        return tiles + i * kTileSlotBytes + stage_off(tile_a, jj_of(f), b_of(f), 2, 2) + 2 * (n - f.n);
-      }
+      // over tile operand out_tile(o): its layout (the same width; fp32: refused by the host)
+      if (kEs == 2 && out_tile(o) >= 0) return tile_at(out_tile(o), f, n);
       if ((kHalf >> o) & 1) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
       if ((kWide >> o) & 1)
         return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
