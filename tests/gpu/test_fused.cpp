@@ -748,5 +748,39 @@ TEST_F(GpuOps, BlockForwardBackwardUnfused) {
   }
 }
 
+// The unfused RMSNorm behind `x unfused` and the unfused block: a warp per row up to 2048 values
+// (8 rows a block: row counts that leave the last block part empty), a block per row beyond,
+// against float64 from the stored inputs; outputs poisoned and checked fully written.
+TEST_F(GpuOps, UnfusedRmsNormWarpAndBlockRows) {
+  const uint64_t seed = test::seed();
+  std::mt19937_64 g(seed);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{13, 264}, {37, 2048}, {5, 4096}, {3, 2056}, {1, 8}};
+  for (const auto& [rows, cols] : shapes) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " seed " + std::to_string(seed));
+    Dual x = random_dual(g(), DType::kBF16, rows, cols, 2.0f);
+    Vec wv(static_cast<size_t>(cols));
+    for (double& v : wv) v = 0.5 + static_cast<double>(g() % 1024) / 1024.0;
+    Dual w = vec_dual(wv, DType::kBF16);
+    Dual o = out_dual(DType::kBF16, rows, cols), r = out_dual(DType::kFP32, rows, 0);
+    ASSERT_TRUE(unfused::rmsnorm(x.view(), w.view(), 1e-5f, o.view(), r.view()).ok());
+    fetch(o);
+    fetch(r);
+    ASSERT_TRUE(o.host.fully_written() && r.host.fully_written());
+    Mat o64(rows, cols), ov(rows, cols), r64(rows, 1), rv(rows, 1);
+    for (int64_t i = 0; i < rows; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < cols; ++j) ss += double(x.host.get(i, j)) * x.host.get(i, j);
+      r64(i, 0) = 1.0 / std::sqrt(ss / static_cast<double>(cols) + 1e-5);
+      rv(i, 0) = r.host.get(i);
+      for (int64_t j = 0; j < cols; ++j) {
+        o64(i, j) = x.host.get(i, j) * r64(i, 0) * w.host.get(j);
+        ov(i, j) = o.host.get(i, j);
+      }
+    }
+    EXPECT_LT(ref::rel_error(rv, r64), 1e-5);
+    EXPECT_LT(ref::rel_error(ov, o64), 4e-3);  // one bf16 rounding (2^-9 relative at most)
+  }
+}
+
 }  // namespace
 }  // namespace coda

@@ -190,11 +190,13 @@ struct Sm90Gemm {
            kStageBytes;
   }
   // NOTES: tile-operand slots per warpgroup: two (the next chunk's loads overlap this chunk's visit)
-  // unless that leaves fewer than four mainloop stages; then one, and the mainloop gets the bytes.
-  // With three stages the backward operators' mainloops alone ran 1.2-1.5x the plain GEMM
-  // (H200, 8297266, `coda bench --diag`: RMSNorm backward 1b gate/up 2222 us without an epilogue
-  // against 1559 us; two tiles, x and dres, took 64 KiB of ring).
-  static constexpr int kRingSlots = stages_fit(2) >= 4 ? 2 : 1;
+  // unless one buys a mainloop stage (up to the variant's count) or two leave fewer than four;
+  // then one, and the mainloop gets the bytes. With three stages the backward operators' mainloops
+  // alone ran 1.2-1.5x the plain GEMM (H200, 8297266, `coda bench --diag`: RMSNorm backward 1b
+  // gate/up 2222 us without an epilogue against 1559 us; two tiles, x and dres, took 64 KiB of
+  // ring), and four against five cost the residual cases up to 17% (bench/NOTES.md step v).
+  static constexpr int capped(int s) { return s < Stages ? s : Stages; }
+  static constexpr int kRingSlots = capped(stages_fit(2)) >= 4 && capped(stages_fit(2)) >= capped(stages_fit(1)) ? 2 : 1;
   static constexpr int kStagesFit = stages_fit(kRingSlots);
   static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
   static_assert(kStages >= 2, "no room for a two-stage mainloop");
@@ -993,10 +995,12 @@ struct Sm90Gemm {
       if (cm0 < p.m && cn0 < p.n) {  // warpgroup-uniform
       trace.count(kTrChunks);
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
-      // 1. the buffer is free once the store that last used it has finished reading it
+      // 1. the buffer is free once the store that last used it has finished reading it (outputs
+      //    staged over a tile operand that is not loaded: its slot too, which only the tile loads
+      //    wait for otherwise)
       if (!(p.debug & 32)) {
         if (t == 0) {
-          if (p.epi_buffers == 2) tma_store_wait_read<1>();
+          if (p.epi_buffers == 2 && !(kInTileOuts && !ring_on)) tma_store_wait_read<1>();
           else tma_store_wait_read<0>();
         }
         named_barrier_sync(1 + wg, 128);

@@ -70,7 +70,9 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};  // a row sum; the residual via TMA; w
+  // a row sum; the residual via TMA; w; x staged over the residual (each pair reads its residual
+  // before it writes its x)
+  static constexpr epi::Resources kResources = epi::stage_in_tile({1, 0, 0, 1, 0, 1}, kOutX, kTileResidual);
   static constexpr uint32_t kHasResidual = 1;  // flags
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
