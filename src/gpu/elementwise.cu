@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>  // EXPERIMENT
 #include <string>
 
 #include "coda/epilogue/program.hpp"
@@ -689,7 +688,8 @@ __global__ void __launch_bounds__(512) rmsnorm_vec_kernel(const uint4* x, int64_
 // the next row's loads are issued before this row's reduction, and no block barrier runs. w is
 // loaded per row as it is used (L1 hits after the first row; held across the row it spilled). NOTES: one block of 64 threads per 2048-value row read
 // 74-82% of the copy bandwidth (H200, 736c685 / 6f2ea2a), and a warp per row without the next row's
-// loads 76% (94bd9af).
+// loads 76% (94bd9af), this form 84% (7d3e027, against 75-76% for the block form in the same
+// process).
 template <class T, class W, int V>
 __global__ void __launch_bounds__(256, 2) rmsnorm_warp_kernel(const uint4* x, int64_t ldx, const W* w, float eps,
                                                               uint4* o, int64_t ldo, float* rstd, int vpr,
@@ -720,6 +720,49 @@ __global__ void __launch_bounds__(256, 2) rmsnorm_warp_kernel(const uint4* x, in
         r, o + m * ldo, 32, tid, vpr);
     CODA_UNROLL
     for (int k = 0; k < V; ++k) v[k] = nv[k];
+  }
+}
+
+// ce_grad_kernel's vector form: rows strided over the grid, 16-byte vectors of 8 classes, U of them
+// in flight per thread. NOTES: the scalar form (one 16-bit access per thread, a dtype switch per
+// element) took ~4.8 ms at M 16384, V 128256 on an H200 (7d3e027: lmhead.train_fwd less the fused
+// forward), 2.4x the copy time of the 8.4 GB it reads and writes.
+template <class T, int U>
+__global__ void __launch_bounds__(512) ce_grad_vec_kernel(CeParams p) {
+  const float norm = ce_norm(p);
+  const int64_t vpr = p.classes / kVec;
+  for (int64_t m = blockIdx.x; m < p.rows; m += gridDim.x) {
+    const int t = p.targets[m];
+    const bool ignored = t == p.ignore;
+    const float lse = p.lse[m];
+    const float scale = ignored ? 0.0f : p.dloss * norm;
+    const uint4* in = static_cast<const uint4*>(p.logits.p) + m * (p.logits.ld / kVec);
+    uint4* out = static_cast<uint4*>(p.dlogits.p) + m * (p.dlogits.ld / kVec);
+    float zdz = 0.0f;
+    for (int64_t i0 = threadIdx.x; i0 < vpr; i0 += int64_t(U) * blockDim.x) {
+      uint4 v[U];
+      CODA_UNROLL
+      for (int u = 0; u < U; ++u)
+        if (i0 + int64_t(u) * blockDim.x < vpr) v[u] = in[i0 + int64_t(u) * blockDim.x];
+      CODA_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const int64_t i = i0 + int64_t(u) * blockDim.x;
+        if (i >= vpr) continue;
+        float f[kVec];
+        unpack8<T>(v[u], f);
+        CODA_UNROLL
+        for (int j = 0; j < kVec; ++j) {
+          const float d = ignored ? 0.0f : (epi::exp_f(f[j] - lse) - (i * kVec + j == t ? 1.0f : 0.0f)) * scale;
+          zdz += f[j] * d;
+          f[j] = d;
+        }
+        out[i] = pack8<T>(f);
+      }
+    }
+    if (p.zdz) {
+      zdz = block_sum(zdz);
+      if (threadIdx.x == 0) p.zdz[m] = p.zdz_scale * zdz;
+    }
   }
 }
 
@@ -876,7 +919,13 @@ Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream) {
   // The gradient pass first: with dlogits in place of the logits, the loss pass reads neither.
   if (args.dlogits_out.defined() && p.rows > 0) {
     const int grid = static_cast<int>(std::min<int64_t>(p.rows, 4 * sm_count()));
-    ce_grad_kernel<<<grid, 512, 0, stream>>>(p);
+    if (vec16(args.logits) && vec16(args.dlogits_out) && args.logits.dtype() == args.dlogits_out.dtype()) {
+      with_half(args.logits.dtype(), [&](auto tag) {
+        ce_grad_vec_kernel<typename decltype(tag)::type, 4><<<grid, 512, 0, stream>>>(p);
+      });
+    } else {
+      ce_grad_kernel<<<grid, 512, 0, stream>>>(p);
+    }
     CODA_TRY(launch_status(op));
   }
   ce_loss_kernel<<<1, 1024, 0, stream>>>(p);
@@ -1026,7 +1075,7 @@ Status rmsnorm(const TensorView& x, const TensorView& w, float eps, const Tensor
     // Rows of at most 256 vectors (2048 16-bit values): a warp each, 8 warps a block, 2 blocks an
     // SM. Longer: a block each, V vectors per thread, at most 512 threads: rows up to 16384 (V = 4)
     // or 32768 (V = 8) values.
-    const bool warp_rows = vpr <= 32 * 8 && !getenv("CODA_EXP_RMS_BLOCK");  // EXPERIMENT
+    const bool warp_rows = vpr <= 32 * 8;
     const int v = vpr <= 4 * 512 ? 4 : 8;
     auto* rs = static_cast<float*>(rstd_out.data());
     with_half(x.dtype(), [&](auto tx) {
