@@ -630,96 +630,51 @@ __global__ void __launch_bounds__(256) swiglu_vec_kernel(const uint4* z, int64_t
   }
 }
 
-// RMSNorm of rows held in registers, V vectors per thread at k * lanes + tid: the sum of squares
-// of this thread's share, and out = x * r * w from it.
-template <class T, int V>
-__device__ __forceinline__ float sum_squares(const uint4 (&v)[V], int lanes, int tid, int vpr) {
+// One block per row, the row held in registers (V vectors per thread): x is read once for the sum of
+// squares and scaled from registers. w (L2-resident, read by every row) is loaded before the block
+// reduction so that its latency hides behind it. NOTES: a warp per row (8 rows a block, then a
+// persistent grid of warps issuing the next row's loads ahead) read 75-76% of the copy bandwidth at
+// the 1B shape, against this form's 83-84% in the same process (H200, 7d3e027; bench/NOTES.md).
+template <class T, class W, int V>
+__global__ void __launch_bounds__(512) rmsnorm_vec_kernel(const uint4* x, int64_t ldx, const W* w, float eps,
+                                                          uint4* o, int64_t ldo, float* rstd, int vpr, int64_t cols) {
+  const int64_t m = blockIdx.x;
+  const uint4* xr = x + m * ldx;
+  uint4 v[V];
+  W8<W> wv[V];
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < vpr) v[k] = xr[i];
+  }
+  CODA_UNROLL
+  for (int k = 0; k < V; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < vpr) wv[k].load(w, i);
+  }
   float ss = 0.0f;
   CODA_UNROLL
   for (int k = 0; k < V; ++k) {
-    if (k * lanes + tid >= vpr) continue;
+    if (k * int(blockDim.x) + int(threadIdx.x) >= vpr) continue;
     float f[kVec];
     unpack8<T>(v[k], f);
     CODA_UNROLL
     for (int i = 0; i < kVec; ++i) ss += f[i] * f[i];
   }
-  return ss;
-}
-// weight(k, g): the 8 weights of this thread's vector k, into g.
-template <class T, int V, class Weight>
-__device__ __forceinline__ void scale_row(const uint4 (&v)[V], const Weight& weight, float r, uint4* orow, int lanes,
-                                          int tid, int vpr) {
+  ss = block_sum(ss);
+  const float r = epi::rms_rstd(ss, 1.0f / static_cast<float>(cols), eps);
+  if (rstd && threadIdx.x == 0) rstd[m] = r;
+  uint4* orow = o + m * ldo;
   CODA_UNROLL
   for (int k = 0; k < V; ++k) {
-    const int i = k * lanes + tid;
+    const int i = k * blockDim.x + threadIdx.x;
     if (i >= vpr) continue;
     float f[kVec], g[kVec];
     unpack8<T>(v[k], f);
-    weight(k, g);
+    wv[k].get(g);
     CODA_UNROLL
     for (int j = 0; j < kVec; ++j) f[j] = f[j] * r * g[j];
     orow[i] = pack8<T>(f);
-  }
-}
-
-// One block per row: x is read once for the sum of squares and scaled from registers. w
-// (L2-resident, read by every row) is loaded before the block reduction so that its latency hides
-// behind it.
-template <class T, class W, int V>
-__global__ void __launch_bounds__(512) rmsnorm_vec_kernel(const uint4* x, int64_t ldx, const W* w, float eps,
-                                                          uint4* o, int64_t ldo, float* rstd, int vpr, int64_t cols) {
-  const int64_t m = blockIdx.x;
-  const int lanes = int(blockDim.x), tid = int(threadIdx.x);
-  const uint4* xr = x + m * ldx;
-  uint4 v[V];
-  W8<W> wv[V];
-  CODA_UNROLL
-  for (int k = 0; k < V; ++k)
-    if (k * lanes + tid < vpr) v[k] = xr[k * lanes + tid];
-  CODA_UNROLL
-  for (int k = 0; k < V; ++k)
-    if (k * lanes + tid < vpr) wv[k].load(w, k * lanes + tid);
-  const float r = epi::rms_rstd(block_sum(sum_squares<T>(v, lanes, tid, vpr)), 1.0f / static_cast<float>(cols), eps);
-  if (rstd && tid == 0) rstd[m] = r;
-  scale_row<T>(v, [&](int k, float* g) { wv[k].get(g); }, r, o + m * ldo, lanes, tid, vpr);
-}
-
-// A warp per row, for rows of at most 32 V vectors, over a grid of warps that stride over the rows:
-// the next row's loads are issued before this row's reduction, and no block barrier runs. w is
-// loaded per row as it is used (L1 hits after the first row; held across the row it spilled). NOTES: one block of 64 threads per 2048-value row read
-// 74-82% of the copy bandwidth (H200, 736c685 / 6f2ea2a), and a warp per row without the next row's
-// loads 76% (94bd9af), this form 84% (7d3e027, against 75-76% for the block form in the same
-// process).
-template <class T, class W, int V>
-__global__ void __launch_bounds__(256, 2) rmsnorm_warp_kernel(const uint4* x, int64_t ldx, const W* w, float eps,
-                                                              uint4* o, int64_t ldo, float* rstd, int vpr,
-                                                              int64_t cols, int64_t rows) {
-  const int tid = int(threadIdx.x % 32);
-  const int64_t step = int64_t(gridDim.x) * (blockDim.x / 32);
-  int64_t m = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (m >= rows) return;  // warp-uniform
-  uint4 v[V];
-  CODA_UNROLL
-  for (int k = 0; k < V; ++k)
-    if (k * 32 + tid < vpr) v[k] = x[m * ldx + k * 32 + tid];
-  for (; m < rows; m += step) {
-    uint4 nv[V];
-    const bool more = m + step < rows;
-    CODA_UNROLL
-    for (int k = 0; k < V; ++k)
-      if (more && k * 32 + tid < vpr) nv[k] = x[(m + step) * ldx + k * 32 + tid];
-    const float r = epi::rms_rstd(warp_sum(sum_squares<T>(v, 32, tid, vpr)), 1.0f / static_cast<float>(cols), eps);
-    if (rstd && tid == 0) rstd[m] = r;
-    scale_row<T>(
-        v,
-        [&](int k, float* g) {
-          W8<W> wk;
-          wk.load(w, k * 32 + tid);
-          wk.get(g);
-        },
-        r, o + m * ldo, 32, tid, vpr);
-    CODA_UNROLL
-    for (int k = 0; k < V; ++k) v[k] = nv[k];
   }
 }
 
@@ -1072,27 +1027,22 @@ Status rmsnorm(const TensorView& x, const TensorView& w, float eps, const Tensor
   const int64_t vpr = x.cols() / kVec;
   if (vec16(x) && vec16(out) && out.dtype() == x.dtype() && vpr > 0 && vpr <= 8 * 512 &&
       x.rows() <= INT32_MAX && reinterpret_cast<uintptr_t>(w.data()) % 16 == 0) {
-    // Rows of at most 256 vectors (2048 16-bit values): a warp each, 8 warps a block, 2 blocks an
-    // SM. Longer: a block each, V vectors per thread, at most 512 threads: rows up to 16384 (V = 4)
-    // or 32768 (V = 8) values.
-    const bool warp_rows = vpr <= 32 * 8;
+    // V vectors per thread, at most 512 threads: rows up to 16384 (V = 4) or 32768 (V = 8) values.
     const int v = vpr <= 4 * 512 ? 4 : 8;
+    const auto threads = static_cast<unsigned>(ceil_div(ceil_div(vpr, v), 32) * 32);
+    const auto grid = static_cast<unsigned>(x.rows());
     auto* rs = static_cast<float*>(rstd_out.data());
     with_half(x.dtype(), [&](auto tx) {
       using T = typename decltype(tx)::type;
       auto launch = [&](auto tw) {
         using W = typename decltype(tw)::type;
         const W* wp = static_cast<const W*>(w.data());
-        if (warp_rows) {
-          const auto grid = static_cast<unsigned>(std::min<int64_t>(ceil_div(x.rows(), 8), 2 * sm_count()));
-          rmsnorm_warp_kernel<T, W, 8><<<grid, 256, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out), ld_vecs(out),
-                                                                 rs, int(vpr), x.cols(), x.rows());
-          return;
-        }
-        const auto threads = static_cast<unsigned>(ceil_div(ceil_div(vpr, v), 32) * 32);
-        auto* kernel = v == 4 ? rmsnorm_vec_kernel<T, W, 4> : rmsnorm_vec_kernel<T, W, 8>;
-        kernel<<<static_cast<unsigned>(x.rows()), threads, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out),
-                                                                        ld_vecs(out), rs, int(vpr), x.cols());
+        if (v == 4)
+          rmsnorm_vec_kernel<T, W, 4><<<grid, threads, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out),
+                                                                    ld_vecs(out), rs, int(vpr), x.cols());
+        else
+          rmsnorm_vec_kernel<T, W, 8><<<grid, threads, 0, stream>>>(vecs(x), ld_vecs(x), wp, eps, vecs(out),
+                                                                    ld_vecs(out), rs, int(vpr), x.cols());
       };
       if (w.dtype() == DType::kFP32) launch(Tag<float>{});
       else with_half(w.dtype(), launch);
