@@ -94,8 +94,9 @@ int run_gpu_bench(const Options& opt) {
   std::printf("ceilings (this run): device copy %.0f GB/s (read + write), cuBLAS bf16 8192^3 %.0f TFLOP/s\n\n",
               ceil.copy_gbps, ceil.gemm_tflops);
   // The unfused kernels first, right after the copy ceiling they are compared with. NOTES: measured
-  // last, after the block and LM-head cases, the 1B RMSNorm read 71-77% of the copy bandwidth; in
-  // processes that ran only the unfused table, 83-85% (H200, 7d3e027 / cb36941: the same kernel).
+  // last, after the block and LM-head cases, the 1B RMSNorm read 74-77% of the copy bandwidth; in
+  // processes that ran only the unfused table, 83-85%; first in a full run, 83.7% (H200, 736c685,
+  // cb36941, 4823c77: the same kernel).
   std::string unfused_json;
   const bool unfused_ok = run_unfused_bench(opt, timer, ceil, seed, unfused_json);
 
