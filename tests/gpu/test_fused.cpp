@@ -748,10 +748,10 @@ TEST_F(GpuOps, BlockForwardBackwardUnfused) {
   }
 }
 
-// The unfused RMSNorm behind `x unfused` and the unfused block: a warp per row up to 2048 values
-// (8 rows a block: row counts that leave the last block part empty), a block per row beyond,
-// against float64 from the stored inputs; outputs poisoned and checked fully written.
-TEST_F(GpuOps, UnfusedRmsNormWarpAndBlockRows) {
+// The unfused RMSNorm behind `x unfused` and the unfused block (a block per row, V vectors per
+// thread; rows whose vector count is not a multiple of the block's threads), against float64 from
+// the stored inputs; outputs poisoned and checked fully written.
+TEST_F(GpuOps, UnfusedRmsNormAgainstFloat64) {
   const uint64_t seed = test::seed();
   std::mt19937_64 g(seed);
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{13, 264}, {37, 2048}, {5, 4096}, {3, 2056}, {1, 8}};
