@@ -38,9 +38,9 @@ class Bench {
   uint64_t seed(uint64_t salt) const { return seed_ * 0x9E3779B97F4A7C15ull + salt; }
   bool wanted(const std::string& name) const { return selected(opt_, name); }
 
-  // Checks that `fn` runs, then times it. NOTES: these kernels take 40-190 us; with 2 warm-up runs
-  // and 21 reps the same RMSNorm kernel read 84% of the copy bandwidth in one process and 71% in
-  // another (H200, 7d3e027), so they get more of both.
+  // Checks that `fn` runs, then times it: 10 warm-up runs and 51 reps, since these kernels take
+  // 37-190 us (NOTES: 2 / 21 and 10 / 51 measured alike on an H200, 56e4474; the 1B add still reads
+  // 52 us in some processes and 59 us in others).
   bool measure(Row r, const std::function<Status()>& fn, int reps = 51) {
     const Status s = fn();
     const cudaError_t e = cudaDeviceSynchronize();
