@@ -98,16 +98,26 @@ def rope_frequencies(head_dim, base=ROPE_BASE, factor=0.0, low_freq_factor=1.0, 
 
 
 def repo_commit():
-    """The coda checkout's commit (12 hex digits, as coda bench writes it), else CODA_COMMIT, else unknown."""
+    """The commit as coda bench records it (cmake/commit.cmake): CODA_COMMIT when set (a copy of the
+    tree whose .git is not the commit run, like the device machine's copy of a session's checkout),
+    else the checkout's commit (12 hex digits) when this tree is coda's own checkout (not a copy
+    inside another repository), else unknown."""
+    env = os.environ.get("CODA_COMMIT", "")
+    if env:
+        return env
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=10)
+        if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(root):
+            return "unknown"
         r = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                            timeout=10)
         if r.returncode == 0 and r.stdout.strip():
             return r.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("CODA_COMMIT", "unknown")
+    return "unknown"
 
 
 # ---- the unfused forms (plain PyTorch; eager runs them as written, torch.compile compiles them) ------------
