@@ -673,6 +673,9 @@ def row_sum_finish(partials, scale=1.0):
 
 
 def _col_sum_out(partials, out_dtype):
+    if out_dtype not in (None, torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"col_sum_finish: argument 'out_dtype' must be torch.bfloat16, torch.float16 or "
+                         f"torch.float32 (or None: float32), got {out_dtype}")
     return torch.empty((partials.shape[1],), dtype=out_dtype or torch.float32, device=partials.device)
 
 
