@@ -313,24 +313,28 @@ def test_block_is_the_chain_of_operators(gen, path, monkeypatch):
 AGREE = 1.5e-2  # the paths round differently (fused: fp32 epilogues on x; composed: torch on h): about 5e-3 apart
 
 
-@pytest.mark.parametrize("grads", ["all", "x2 only", "qkv only", "activations only"])
+@pytest.mark.parametrize("grads", ["all", "x2 only", "qkv only", "activations only", "expanded"])
 def test_fused_backward_agrees_with_composed(gen, grads, monkeypatch):
     """CODA_FUSED_BACKWARD=1 against the composed backward on the same inputs and cotangents:
     llama3_block at awkward sizes (M 37, d 72, F 40; heads 5 / 2 of 12: N3 = 108, qkv rows padded
     to 16 bytes, dqkv copied to such rows), every gradient against float64 under the rule and the two
     paths within AGREE of each other; then rmsnorm_qkv_rope alone. The cotangent reaching only x2
     (dqkv None), only qkv (dx2 None: no residual gradient to add) or frozen weights and norm weights
-    (no y / o recomputed) exercise the fused schedule's branches."""
+    (no y / o recomputed) exercise the fused schedule's branches; sums of the outputs give
+    expanded cotangents (stride 0), which the fused path copies into tile rows."""
     heads = (5, 2, 12)
     fused, eager, ins = case("llama3_block", gen, m=37, k=72, d=72, f=40, heads=heads)
     values = [t.to(BF16) for t in ins.values()]
     train = [n in ("y0", "x0") or grads != "activations only" for n in ins]
-    used = {"all": (1, 1), "x2 only": (1, 0), "qkv only": (0, 1), "activations only": (1, 1)}[grads]
+    used = {"all": (1, 1), "x2 only": (1, 0), "qkv only": (0, 1), "activations only": (1, 1), "expanded": (1, 1)}[grads]
 
     def run_masked(fn, tensors, cot):
         leaves = [t.detach().clone().requires_grad_(r) for t, r in zip(tensors, train)]
         out = fn(*leaves)
-        sum(u * (o.to(F64) * c).sum() for u, o, c in zip(used, out, cot) if u).backward()
+        if grads == "expanded":  # d(sum o)/do: ones expanded from a scalar, in o's dtype
+            sum(o.sum().to(F64) for o in out).backward()
+        else:
+            sum(u * (o.to(F64) * c).sum() for u, o, c in zip(used, out, cot) if u).backward()
         return out, [t.grad for t in leaves]
 
     cot = [torch.randn(o.shape, dtype=F64) for o in eager(*[t.to(F64) for t in ins.values()])]
