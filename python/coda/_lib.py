@@ -82,6 +82,11 @@ _PROTOTYPES = {
     "coda_cross_entropy": (_ST, [_T, _T, _T, _I32, ctypes.c_int, _T, _T, _T, _T, _F, _S]),
     "coda_lm_head_loss_workspace_bytes": (ctypes.c_size_t, [_I64, _I64]),
     "coda_lm_head_loss": (_ST, [_T, _T, _T, _T, _I32, ctypes.c_int, _T, _T, _T, ctypes.c_void_p, ctypes.c_size_t, _S]),
+    "coda_gemm_rmsnorm_backward": (_ST, [_T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "coda_gemm_swiglu_backward": (_ST, [_T, _T, _T, _T, _T, _T, _S]),
+    "coda_row_sum_finish": (_ST, [_T, _T, _F, _S]),
+    "coda_col_sum_finish": (_ST, [_T, _T, _S]),
+    "coda_rope_backward": (_ST, [_T, _T, _T, _T, Heads, _T, _T, _F, _S]),
     "coda_interleave_gate_up": (_ST, [_T, _T, _T, _S]),
     "coda_permute_rotate_half_to_interleaved": (_ST, [_T, Heads, _T, _S]),
 }

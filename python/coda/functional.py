@@ -9,11 +9,21 @@ rstd), and the consuming GEMM takes (h, rstd) and scales its rows by rstd in its
 RMSNorm(x) is never written. Gradients flow into every tensor input that requires them: activations,
 weights, norm weights and the residual; rstd is a differentiable output like any other.
 
-Backward passes are *composed* today: the GEMMs (dX = dZ W, dW = dZ^T Y) run through coda.gemm
+Backward passes are *composed* by default: the GEMMs (dX = dZ W, dW = dZ^T Y) run through coda.gemm
 (coda's GEMM on CUDA, its emulator on CPU, transposes through strides), the elementwise math
 (SwiGLU', inverse RoPE, the RMSNorm backward of coda-math.md 5.2 with its ZdZ row dot) in torch.
-They will move to coda's fused backward epilogues (5.2-5.5) when those kernels exist; the formulas
-and what each Function saves stay as they are.
+
+CODA_FUSED_BACKWARD=1 in the environment when a Function is called (read at every forward; its
+backward follows that choice) selects the *fused* backward on coda's backward operators instead
+(opt-in: not yet timed on a GPU). llama3_block then runs the schedule of the C++ llama3_backward
+(include/coda/block/llama3.hpp, coda-math.md 6) step for step: rope_backward (dz2, ZdZ2),
+gemm_rmsnorm_backward (dx over dx2, n2, dnorm1 partials) and col_sum_finish, gemm_swiglu_backward
+(dz1, y1, ZdZ1 partials) and row_sum_finish, gemm_rmsnorm_backward (dx0 over dx, n1, dnorm0
+partials) and col_sum_finish; every weight gradient and dy0 through coda.gemm as before.
+rmsnorm_qkv_rope un-rotates its gradient with rope_backward. The other Functions keep the composed
+backward: their fusable pieces span two Functions (the dgrad GEMM of one, the norm or SwiGLU
+backward of the other). Under torch.compile the variable is read when the graph is traced (dynamo
+does not guard on it: torch._dynamo.reset() after changing it).
 
 Dtypes: activations and weights bfloat16 or float16 (one of them per call), norm weights bf16/fp16/
 fp32, rstd fp32. Under torch.autocast, float32 activations and weights are cast to the autocast
@@ -24,6 +34,7 @@ Tensors are 2-D [tokens, features]: flatten batch and sequence first.
 """
 
 import math
+import os
 
 import torch
 
@@ -41,6 +52,13 @@ __all__ = [
 
 _GEMM_DTYPES = (torch.bfloat16, torch.float16)
 F64 = torch.float64
+FUSED_BACKWARD_ENV = "CODA_FUSED_BACKWARD"
+
+
+def _fused_backward():
+    """CODA_FUSED_BACKWARD=1 (exactly "1"): the calling Function's backward runs on coda's fused
+    backward operators; unset or any other value: the composed backward. Read at every call."""
+    return os.environ.get(FUSED_BACKWARD_ENV) == "1"
 
 
 # ---- arguments ----------------------------------------------------------------------------------------------
@@ -234,6 +252,68 @@ def _rope(t, positions, freqs, heads, inverse=False):
     return torch.cat((rotated, t[:, rc:].to(acc)), dim=1).to(t.dtype)
 
 
+# ---- fused backward building blocks (CODA_FUSED_BACKWARD=1) --------------------------------------------------
+
+def _tile(t, dtype):
+    """t in `dtype` as a tile operand of a fused operator (or the a operand of its dgrad GEMM):
+    row-major with 16-byte-aligned rows and base, a copy otherwise (an incoming gradient may be an
+    expanded or strided view). float64 (the reference path): t as it is."""
+    t = t.to(dtype)
+    if dtype == F64:
+        return t
+    per16 = 16 // t.element_size()
+    if t.stride(1) == 1 and t.stride(0) % per16 == 0 and _aligned16(t):
+        return t
+    return ops._rows(t.shape[0], t.shape[1], dtype, t.device).copy_(t)
+
+
+def _dgrad_weight(w):
+    """The consuming GEMM's weight w [K, N] as the b operand of a backward operator's dgrad form:
+    w.t() [N, K] with unit stride along N (what the GPU kernels take), from a row-major w with
+    16-byte rows (a copy otherwise)."""
+    return _tile(w, w.dtype).t()
+
+
+def _rope_backward_fused(qkv, dqkv, positions, freqs, heads, zdz_scale=None):
+    """dz = R(-theta) dqkv (coda-math.md 5.4) and, with zdz_scale, ZdZ = zdz_scale * rowsum(qkv dqkv):
+    coda's rope_backward; torch float64 on the reference path. Returns dz, or (dz, zdz)."""
+    if qkv.dtype == F64:
+        dz = _rope(dqkv, positions, freqs, heads, inverse=True)
+        return dz if zdz_scale is None else (dz, zdz_scale * (qkv * dqkv).sum(1))
+    save = zdz_scale is not None
+    return ops.rope_backward(qkv, _tile(dqkv, qkv.dtype), positions, freqs, heads, save_zdz=save,
+                             zdz_scale=zdz_scale if save else 1.0)
+
+
+def _rmsnorm_backward_fused(dz, w, x, r, c, norm_weight, dres, need_y, need_dnw):
+    """The RMSNorm backward of coda-math.md 5.2 in the epilogue of dy = dz w (w [K, d] the consuming
+    GEMM's weight): with xh = x r, dx = r (dy nw - xh c) (+ dres), y = xh nw recomputed (need_y),
+    dnw = sum over rows of dy xh (need_dnw); c = ZdZ. coda's gemm_rmsnorm_backward, then
+    col_sum_finish of its row-granule partials; torch float64 on the reference path. Returns
+    (dx, y, dnw), None for what was not asked for."""
+    if x.dtype == F64:
+        dy, xh, nw = dz @ w, x * r[:, None], norm_weight.to(F64)
+        dx = r[:, None] * (dy * nw - xh * c[:, None]) + (0 if dres is None else dres)
+        return dx, xh * nw if need_y else None, (dy * xh).sum(0).to(norm_weight.dtype) if need_dnw else None
+    res = ops.gemm_rmsnorm_backward(dz, _dgrad_weight(w), x, r, c, norm_weight.contiguous(),
+                                    dres=None if dres is None else _tile(dres, x.dtype), save_y=need_y)
+    dx, y, q = res if need_y else (res[0], None, res[1])
+    return dx, y, ops.col_sum_finish(q, norm_weight.dtype) if need_dnw else None
+
+
+def _swiglu_backward_fused(dx, w, z, need_o, zdz_scale):
+    """The SwiGLU backward of coda-math.md 5.3 in the epilogue of do = dx w (w = Wdown [d, F]): dz
+    interleaved, o = silu(g) u recomputed (need_o), ZdZ = zdz_scale * rowsum(g dg + u du). coda's
+    gemm_swiglu_backward, then row_sum_finish of its column-granule partials; torch float64 on the
+    reference path. Returns (dz, o, zdz), o None when not asked for."""
+    if z.dtype == F64:
+        dz = _swiglu_backward(dx @ w, z)
+        return dz, _swiglu_value(z) if need_o else None, zdz_scale * (z * dz).sum(1)
+    res = ops.gemm_swiglu_backward(dx, _dgrad_weight(w), z, save_o=need_o, save_zdz=True)
+    dz, o, p = res if need_o else (res[0], None, res[1])
+    return dz, o, ops.row_sum_finish(p, zdz_scale)
+
+
 # ---- forward kernels (coda) and their float64 reference ----------------------------------------------------
 
 def _residual_rmsnorm_fwd(a, w, norm_weight, residual, eps):
@@ -331,14 +411,18 @@ class _RMSNormQKVRoPE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w, r, positions, freqs, heads):
         qkv = _qkv_rope_fwd(h, w, r, positions, freqs, heads)
-        ctx.save_for_backward(h, w, r, positions, freqs)
+        ctx.fused = _fused_backward()  # rope_backward reads qkv (the caller's attention keeps it anyway)
+        ctx.save_for_backward(h, w, r, positions, freqs, *((qkv,) if ctx.fused else ()))
         ctx.heads = heads
         return qkv
 
     @staticmethod
     def backward(ctx, dqkv):
-        h, w, r, positions, freqs = ctx.saved_tensors
-        dz = _rope(dqkv, positions, freqs, ctx.heads, inverse=True)
+        h, w, r, positions, freqs, *qkv = ctx.saved_tensors
+        if ctx.fused:
+            dz = _rope_backward_fused(qkv[0], dqkv, positions, freqs, ctx.heads)
+        else:
+            dz = _rope(dqkv, positions, freqs, ctx.heads, inverse=True)
         return (*_scaled_backward(dz, h, r, w, ctx.needs_input_grad[1]), None, None, None)
 
 
@@ -373,14 +457,18 @@ class _Llama3Block(torch.autograd.Function):
         x2, h2, r2 = _residual_rmsnorm_fwd(y1, w2, wn1, x1, eps)
         qkv = _qkv_rope_fwd(h2, w3, r2, positions, freqs, heads)
         # coda-math.md 6: y0, x1, x2, r1, r2, z1, qkv (qkv: the caller's attention keeps it anyway;
-        # the composed backward does not read it), weights, positions. Not h1, h2, y1.
-        ctx.save_for_backward(y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs)
+        # only the fused backward reads it, so only it saves it), weights, positions. Not h1, h2, y1.
+        ctx.fused = _fused_backward()
+        ctx.save_for_backward(y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs,
+                              *((qkv,) if ctx.fused else ()))
         ctx.heads = heads
         ctx.set_materialize_grads(False)
         return x2, qkv
 
     @staticmethod
     def backward(ctx, dx2, dqkv):
+        if ctx.fused:
+            return _llama3_backward_fused(ctx, dx2, dqkv)
         y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs = ctx.saved_tensors
         need = ctx.needs_input_grad
         dt = y0.dtype
@@ -402,6 +490,34 @@ class _Llama3Block(torch.autograd.Function):
         g1, dwn0 = _norm_backward(x1, wn0, r1, g2, dh1, dr1)
         dy0, dw0, dx0 = _linear_backward(g1, y0, w0, need[0], need[2])
         return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None
+
+
+def _llama3_backward_fused(ctx, dx2, dqkv):
+    """CODA_FUSED_BACKWARD=1: the C++ llama3_backward (include/coda/block/llama3.hpp) step for
+    step on coda's backward operators; the weight gradients through coda.gemm."""
+    y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, qkv = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dt = y0.dtype
+    inv_d = 1.0 / x1.shape[1]
+    dx, dw3, dwn1 = dx2, None, None
+    if dqkv is not None:
+        # qkv = rope(r2 * h2 Wqkv^T): un-rotate, ZdZ2 = (1/d) sum qkv dqkv
+        dz2, c2 = _rope_backward_fused(qkv, dqkv, positions, freqs, ctx.heads, inv_d)
+        # dx = RMSNorm-backward(dz2 Wqkv) + dx2; n2 = RMSNorm(x2) recomputed; dnorm1 partials
+        dx, n2, dwn1 = _rmsnorm_backward_fused(dz2, w3, x2, r2, c2, wn1, dx2, need[5], need[7])
+        dw3 = _mm(dz2.t(), n2.t(), out_dtype=w3.dtype) if need[5] else None
+    if dx is None:
+        return (None,) * 12
+    dx = _tile(dx, dt)  # dx2 as it arrived when there is no dqkv
+    # dz1 = SwiGLU-backward(dx Wdown), y1 recomputed, ZdZ1 = (1/d) sum of the partials
+    dz1, y1, c1 = _swiglu_backward_fused(dx, w2, z1, need[4], inv_d)
+    dw2 = _mm(dx.t(), y1.t(), out_dtype=w2.dtype) if need[4] else None
+    # dx0 = RMSNorm-backward(dz1 Wgu) + dx; n1 recomputed; dnorm0 partials
+    dx0, n1, dwn0 = _rmsnorm_backward_fused(dz1, w1, x1, r1, c1, wn0, dx, need[3], need[6])
+    dw1 = _mm(dz1.t(), n1.t(), out_dtype=w1.dtype) if need[3] else None
+    # x1 = y0 Wo^T + x0: dy0 = dx0 Wo, dWo = dx0^T y0
+    dy0, dw0, dx0 = _linear_backward(dx0, y0, w0, need[0], need[2])
+    return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None
 
 
 # ---- the functions ------------------------------------------------------------------------------------------

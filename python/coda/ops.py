@@ -1,5 +1,6 @@
-"""coda's forward operators as torch.library custom ops (torch.ops.coda.*), and the functions
-users call (coda.gemm, coda.gemm_rmsnorm_swiglu, ...).
+"""coda's operators as torch.library custom ops (torch.ops.coda.*), and the functions users call
+(coda.gemm, coda.gemm_rmsnorm_swiglu, ..., and the backward operators coda.gemm_rmsnorm_backward,
+coda.gemm_swiglu_backward, coda.rope_backward with their finishes).
 
 Every op calls one C ABI function of libcoda.so on the tensors' own memory: CUDA tensors run the
 sm_90a kernels on torch.cuda.current_stream(), CPU tensors run the CPU emulator (coda.h, "Where a
@@ -17,7 +18,7 @@ import torch
 from torch import Tensor
 
 from . import _lib
-from ._lib import IGNORE_INDEX, PARTIAL_COLS, check, lib
+from ._lib import IGNORE_INDEX, PARTIAL_COLS, PARTIAL_ROWS, check, lib
 
 __all__ = [
     "gemm",
@@ -36,6 +37,11 @@ __all__ = [
     "cross_entropy",
     "cross_entropy_grad_",
     "lm_head_loss",
+    "gemm_rmsnorm_backward",
+    "gemm_swiglu_backward",
+    "row_sum_finish",
+    "col_sum_finish",
+    "rope_backward",
     "interleave_gate_up",
     "permute_rotate_half_to_interleaved",
     "rope_frequencies",
@@ -126,6 +132,19 @@ def _vec(n, device):
 
 def _partials(m, n, device):
     return torch.empty((m, -(-n // PARTIAL_COLS)), dtype=torch.float32, device=device)
+
+
+def _col_partials(m, n, device):
+    """Per-column partials of an [m, n] output: one row per PARTIAL_ROWS-row granule, fp32."""
+    return torch.empty((-(-m // PARTIAL_ROWS), n), dtype=torch.float32, device=device)
+
+
+def _check_2d(op, **tensors):
+    """The tensors an op's output shapes are read from must be matrices: a ValueError naming the
+    argument before anything is allocated (coda checks every other rule itself)."""
+    for name, t in tensors.items():
+        if t is not None and t.dim() != 2:
+            raise ValueError(f"{op}: argument '{name}' must be 2-D, got shape {tuple(t.shape)}")
 
 
 def _heads(heads_q, heads_kv, head_dim):
@@ -547,6 +566,173 @@ def lm_head_loss(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction=
     """The logits-free LM-head loss forward: cross-entropy of (rstd *) a b^T against targets
     without an [M, V] tensor. Returns (loss, row_loss, lse); lse [M] is what a backward needs."""
     return torch.ops.coda.lm_head_loss(a, b, rstd, targets, ignore_index, reduction)
+
+
+# ---- backward operators ------------------------------------------------------------------------------------
+# The dgrad form (docs/ops.md): a [M, K] row-major, the gradient of the consuming GEMM's output; b the
+# consuming GEMM's weight [K, N] stored row-major and viewed as [N, K] (w.t(): unit stride along N, what
+# the GPU kernels take; the emulator takes any operand form).
+
+
+def _rmsnorm_backward_outputs(a, b, x, save_y, device):
+    m, n = a.shape[0], b.shape[0]
+    y = _rows(m, n, x.dtype, device) if save_y else _none(device, x.dtype)
+    return _rows(m, n, x.dtype, device), y, _col_partials(m, n, device)
+
+
+@torch.library.custom_op("coda::gemm_rmsnorm_backward", mutates_args=())
+def _gemm_rmsnorm_backward(
+    a: Tensor, b: Tensor, x: Tensor, rstd: Tensor, zdz: Tensor, norm_weight: Tensor, dres: Optional[Tensor],
+    save_y: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    _check_2d("gemm_rmsnorm_backward", a=a, b=b, x=x)
+    device = _device_of(a=a, b=b, x=x, rstd=rstd, zdz=zdz, norm_weight=norm_weight, dres=dres)
+    dx, y, q = _rmsnorm_backward_outputs(a, b, x, save_y, device)
+    _run(lib.coda_gemm_rmsnorm_backward, device, _desc(a, "a"), _desc(b, "b"), _desc(x, "x"), _desc(rstd, "rstd"),
+         _desc(zdz, "zdz"), _desc(norm_weight, "norm_weight"), _desc(dres, "dres"), _desc(dx, "dx_out"),
+         _desc(y, "y_out") if save_y else None, _desc(q, "dw_partials"))
+    return dx, y, q
+
+
+@_gemm_rmsnorm_backward.register_fake
+def _(a, b, x, rstd, zdz, norm_weight, dres, save_y):
+    _check_2d("gemm_rmsnorm_backward", a=a, b=b, x=x)
+    return _rmsnorm_backward_outputs(a, b, x, save_y, a.device)
+
+
+def gemm_rmsnorm_backward(a, b, x, rstd, zdz, norm_weight, dres=None, save_y=False):
+    """RMSNorm backward in the epilogue of dy = a b^T (coda-math.md 5.2): a = dz [M, K], the gradient
+    of the GEMM that consumed RMSNorm(x); b = its weight [K, d] viewed as [d, K] (w.t()); x [M, d] the
+    saved norm input, rstd fp32 [M], zdz fp32 [M] = c = (1/d) sum_k z dz over that GEMM's output z
+    (rope_backward's or row_sum_finish's, scaled by 1/d), norm_weight [d]. With xh = x rstd:
+    dx = rstd (dy norm_weight - xh c) (+ dres), y = xh norm_weight (RMSNorm(x) recomputed, for
+    dW = dz^T y), dw_partials [ceil(M / 128), d] fp32 = per 128-row granule (PARTIAL_ROWS) sums of
+    dy xh (col_sum_finish gives the norm-weight gradient). dx and y in x's dtype. Returns
+    (dx, dw_partials), or (dx, y, dw_partials) with save_y."""
+    dx, y, q = torch.ops.coda.gemm_rmsnorm_backward(a, b, x, rstd, zdz, norm_weight, dres, save_y)
+    return (dx, y, q) if save_y else (dx, q)
+
+
+def _swiglu_backward_outputs(a, b, z, save_o, save_zdz, device):
+    m, f = a.shape[0], b.shape[0]
+    o = _rows(m, f, z.dtype, device) if save_o else _none(device, z.dtype)
+    p = _partials(m, f, device) if save_zdz else _none(device, torch.float32)
+    return _rows(m, 2 * f, z.dtype, device), o, p
+
+
+@torch.library.custom_op("coda::gemm_swiglu_backward", mutates_args=())
+def _gemm_swiglu_backward(
+    a: Tensor, b: Tensor, z: Tensor, save_o: bool, save_zdz: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    _check_2d("gemm_swiglu_backward", a=a, b=b)
+    device = _device_of(a=a, b=b, z=z)
+    dz, o, p = _swiglu_backward_outputs(a, b, z, save_o, save_zdz, device)
+    _run(lib.coda_gemm_swiglu_backward, device, _desc(a, "a"), _desc(b, "b"), _desc(z, "z"), _desc(dz, "dz_out"),
+         _desc(o, "o_out") if save_o else None, _desc(p, "zdz_partials") if save_zdz else None)
+    return dz, o, p
+
+
+@_gemm_swiglu_backward.register_fake
+def _(a, b, z, save_o, save_zdz):
+    _check_2d("gemm_swiglu_backward", a=a, b=b)
+    return _swiglu_backward_outputs(a, b, z, save_o, save_zdz, a.device)
+
+
+def gemm_swiglu_backward(a, b, z, save_o=False, save_zdz=False):
+    """SwiGLU backward in the epilogue of do = a b^T (coda-math.md 5.3): a = dY [M, K], the gradient
+    of the down projection's output; b = Wdown [K, F] viewed as [F, K] (w.t()); z [M, 2F] the saved
+    interleaved pre-activation (g, u). dz [M, 2F] interleaved: dg = do u s (1 + g (1 - s)),
+    du = do silu(g) (s = sigmoid(g)); o = silu(g) u [M, F] recomputed (save_o, for dWdown = dY^T o);
+    zdz_partials [M, ceil(F / 128)] fp32 = per 128-column granule sums of g dg + u du (save_zdz;
+    row_sum_finish with scale 1/d gives the next RMSNorm backward's zdz). dz and o in z's dtype.
+    Returns dz, followed by o and zdz_partials where asked for: dz, (dz, o), (dz, zdz_partials) or
+    (dz, o, zdz_partials)."""
+    dz, o, p = torch.ops.coda.gemm_swiglu_backward(a, b, z, save_o, save_zdz)
+    out = (dz, *((o,) if save_o else ()), *((p,) if save_zdz else ()))
+    return out if len(out) > 1 else dz
+
+
+@torch.library.custom_op("coda::row_sum_finish", mutates_args=())
+def _row_sum_finish(partials: Tensor, scale: float) -> Tensor:
+    _check_2d("row_sum_finish", partials=partials)
+    out = _vec(partials.shape[0], partials.device)
+    _run(lib.coda_row_sum_finish, partials.device, _desc(partials, "partials"), _desc(out, "out"), scale)
+    return out
+
+
+@_row_sum_finish.register_fake
+def _(partials, scale):
+    _check_2d("row_sum_finish", partials=partials)
+    return _vec(partials.shape[0], partials.device)
+
+
+def row_sum_finish(partials, scale=1.0):
+    """out[m] = scale * sum_t partials[m, t], fp32 [M]: ZdZ from per-row partials
+    (gemm_swiglu_backward's zdz_partials, scale 1/d)."""
+    return torch.ops.coda.row_sum_finish(partials, scale)
+
+
+def _col_sum_out(partials, out_dtype):
+    if out_dtype not in (None, torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"col_sum_finish: argument 'out_dtype' must be torch.bfloat16, torch.float16 or "
+                         f"torch.float32 (or None: float32), got {out_dtype}")
+    return torch.empty((partials.shape[1],), dtype=out_dtype or torch.float32, device=partials.device)
+
+
+@torch.library.custom_op("coda::col_sum_finish", mutates_args=())
+def _col_sum_finish(partials: Tensor, out_dtype: Optional[torch.dtype]) -> Tensor:
+    _check_2d("col_sum_finish", partials=partials)
+    out = _col_sum_out(partials, out_dtype)
+    _run(lib.coda_col_sum_finish, partials.device, _desc(partials, "partials"), _desc(out, "out"))
+    return out
+
+
+@_col_sum_finish.register_fake
+def _(partials, out_dtype):
+    _check_2d("col_sum_finish", partials=partials)
+    return _col_sum_out(partials, out_dtype)
+
+
+def col_sum_finish(partials, out_dtype=None):
+    """out[n] = sum_t partials[t, n] [N] in out_dtype (bf16, fp16 or fp32; default fp32): the
+    norm-weight gradient from gemm_rmsnorm_backward's dw_partials."""
+    return torch.ops.coda.col_sum_finish(partials, out_dtype)
+
+
+def _rope_backward_outputs(dqkv, save_zdz, device):
+    m = dqkv.shape[0]
+    zdz = _vec(m, device) if save_zdz else _none(device, torch.float32)
+    return _rows(m, dqkv.shape[1], dqkv.dtype, device), zdz
+
+
+@torch.library.custom_op("coda::rope_backward", mutates_args=())
+def _rope_backward(
+    qkv: Tensor, dqkv: Tensor, positions: Tensor, freqs: Tensor, heads_q: int, heads_kv: int, head_dim: int,
+    save_zdz: bool, zdz_scale: float
+) -> tuple[Tensor, Tensor]:
+    _check_2d("rope_backward", qkv=qkv, dqkv=dqkv)
+    device = _device_of(qkv=qkv, dqkv=dqkv, positions=positions, freqs=freqs)
+    dz, zdz = _rope_backward_outputs(dqkv, save_zdz, device)
+    _run(lib.coda_rope_backward, device, _desc(qkv, "qkv"), _desc(dqkv, "dqkv"), _desc(positions, "positions"),
+         _desc(freqs, "freqs"), _heads(heads_q, heads_kv, head_dim), _desc(dz, "dz_out"),
+         _desc(zdz, "zdz_out") if save_zdz else None, zdz_scale)
+    return dz, zdz
+
+
+@_rope_backward.register_fake
+def _(qkv, dqkv, positions, freqs, heads_q, heads_kv, head_dim, save_zdz, zdz_scale):
+    _check_2d("rope_backward", qkv=qkv, dqkv=dqkv)
+    return _rope_backward_outputs(dqkv, save_zdz, dqkv.device)
+
+
+def rope_backward(qkv, dqkv, positions, freqs, heads, save_zdz=False, zdz_scale=1.0):
+    """RoPE backward (coda-math.md 5.4, elementwise): dz = R(-theta) dqkv on the q and k heads, v
+    columns as they are, [M, N3] in dqkv's dtype; with save_zdz also zdz = zdz_scale * sum_k qkv dqkv
+    fp32 [M] (rotation keeps dot products: with zdz_scale 1/d, the zdz of gemm_rmsnorm_backward).
+    qkv [M, N3] the forward output, dqkv its gradient, positions int32 [M] (>= 0), freqs fp32
+    [hd / 2], heads = (hq, hkv, hd). Returns dz, or (dz, zdz) with save_zdz."""
+    dz, zdz = torch.ops.coda.rope_backward(qkv, dqkv, positions, freqs, *heads, save_zdz, zdz_scale)
+    return (dz, zdz) if save_zdz else dz
 
 
 # ---- weight-layout helpers --------------------------------------------------------------------------------

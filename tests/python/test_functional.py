@@ -11,6 +11,11 @@
    below in plain torch (independent of coda.functional), under design.md's rule: the error is
    at most 2x that of the same eager graph run in bf16 (the unfused PyTorch pipeline), plus 1e-4.
 Fresh random inputs and cotangents every run (the seed is printed).
+
+The Functions with a fused backward (CODA_FUSED_BACKWARD=1: llama3_block, rmsnorm_qkv_rope) run
+every check of their backward on both paths, the composed and the fused one, and each such test
+also checks which path ran (the calls of coda's backward operators, or of the fused path's float64
+reference helpers); test_fused_backward_agrees_with_composed compares the two paths.
 """
 
 import math
@@ -20,7 +25,7 @@ import torch
 from torch.nn import functional as F
 
 import coda
-from common import BF16, F64, assert_rule, positive, randn
+from common import BF16, F64, assert_rule, positive, randn, rel_error
 
 FP32 = torch.float32
 EPS = 1e-5
@@ -138,6 +143,52 @@ NAMES = ["residual_rmsnorm", "rmsnorm_swiglu", "rmsnorm_qkv_rope", "lm_head_cros
 UNROUNDED = ("nw", "n0", "n1", "r")  # norm weights and rstd: fp32 in the float32 case, never cast
 
 
+# ---- the two backward paths -----------------------------------------------------------------------------------
+
+# The Functions with a fused backward, and the calls one backward makes to coda's operators on that path
+# (coda.functional mirrors the C++ llama3_backward: two RMSNorm backwards, each with its norm-weight finish).
+FUSED_OPS = {
+    "rmsnorm_qkv_rope": {"rope_backward": 1},
+    "llama3_block": {"rope_backward": 1, "gemm_rmsnorm_backward": 2, "col_sum_finish": 2, "gemm_swiglu_backward": 1,
+                     "row_sum_finish": 1},
+}
+BACKWARD_OPS = ("rope_backward", "gemm_rmsnorm_backward", "col_sum_finish", "gemm_swiglu_backward", "row_sum_finish")
+# The float64 reference path runs the fused schedule through these helpers instead of coda's kernels.
+FUSED_HELPERS = {
+    "rmsnorm_qkv_rope": ("_rope_backward_fused",),
+    "llama3_block": ("_rope_backward_fused", "_rmsnorm_backward_fused", "_swiglu_backward_fused"),
+}
+ALL_HELPERS = ("_rope_backward_fused", "_rmsnorm_backward_fused", "_swiglu_backward_fused")
+
+
+def with_paths(names):
+    """(name, backward path) pairs: both paths for the Functions that have a fused backward."""
+    return [(n, p) for n in names for p in (("composed", "fused") if n in FUSED_OPS else ("composed",))]
+
+
+def select_backward(monkeypatch, path, module=coda.ops, names=BACKWARD_OPS):
+    """CODA_FUSED_BACKWARD=1 for the fused path, unset for the composed one; every function in
+    `names` of `module` wrapped to count its calls. Returns {name: calls} (filled as the test runs)."""
+    if path == "fused":
+        monkeypatch.setenv("CODA_FUSED_BACKWARD", "1")
+    else:
+        monkeypatch.delenv("CODA_FUSED_BACKWARD", raising=False)
+    calls = dict.fromkeys(names, 0)
+    for op in names:
+        def spy(*args, _real=getattr(module, op), _op=op, **kwargs):
+            calls[_op] += 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(module, op, spy)
+    return calls
+
+
+def assert_ops_called(calls, name, path):
+    """The backward of one call ran on the path asked for: exactly the fused path's operator calls,
+    or none of them on the composed path."""
+    want = FUSED_OPS.get(name, {}) if path == "fused" else {}
+    assert calls == {op: want.get(op, 0) for op in calls}, f"{name} ({path} backward): operator calls {calls}"
+
+
 def run(fn, tensors, cotangents):
     """Outputs of fn and the gradients of sum(out * cotangent) with respect to every input."""
     leaves = [t.detach().clone().requires_grad_() for t in tensors]
@@ -150,17 +201,23 @@ def run(fn, tensors, cotangents):
 
 # ---- 1. the backward formulas: gradcheck in float64 -------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
-def test_gradcheck_float64(gen, name):
+@pytest.mark.parametrize("name,path", with_paths(NAMES))
+def test_gradcheck_float64(gen, name, path, monkeypatch):
     """Reference path (see the module docstring): the Functions' backward code against finite
-    differences, for every differentiable input."""
-    fused, _, ins = case(name, gen, m=6, k=8, d=16, f=8, v=11, heads=(2, 1, 4))
+    differences, for every differentiable input; the fused path's schedule through its float64
+    reference of each fused operator."""
+    calls = select_backward(monkeypatch, path, coda.functional, ALL_HELPERS)
+    fused, _, ins = case(name, gen, m=6, k=8, d=16, f=12, v=11, heads=(2, 1, 4))  # 2F, F != d
     inputs = [t.to(F64).requires_grad_() for t in ins.values()]
     assert torch.autograd.gradcheck(lambda *a: fused(*a), inputs)
+    used = FUSED_HELPERS.get(name, ()) if path == "fused" else ()
+    assert all((calls[h] > 0) == (h in used) for h in ALL_HELPERS), calls
 
 
-def test_gradcheck_float64_variants(gen):
+@pytest.mark.parametrize("path", ["composed", "fused"])
+def test_gradcheck_float64_variants(gen, path, monkeypatch):
     """No rstd (the plain GEMM), the summed loss with dloss != 1, qkv_rope without norm."""
+    calls = select_backward(monkeypatch, path, coda.functional, ALL_HELPERS)
     h, r = torch.randn(6, 16, dtype=F64, requires_grad=True), (torch.rand(6, dtype=F64) + 0.5).requires_grad_()
     w = torch.randn(12, 16, dtype=F64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda h, w: coda.rmsnorm_swiglu(h, w), (h, w))
@@ -170,13 +227,15 @@ def test_gradcheck_float64_variants(gen):
     pos, freqs = qkv_args(gen, 6)
     wq = torch.randn(128, 16, dtype=F64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda h, w: coda.rmsnorm_qkv_rope(h, w, None, pos, freqs, HEADS), (h, wq))
+    assert (calls["_rope_backward_fused"] > 0) == (path == "fused"), calls
 
 
 # ---- 2. through coda's kernels: every output and gradient against float64 -----------------------------------
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32-autocast"])
-@pytest.mark.parametrize("name", NAMES)
-def test_gradients_against_float64(gen, name, dtype):
+@pytest.mark.parametrize("name,path", with_paths(NAMES))
+def test_gradients_against_float64(gen, name, path, dtype, monkeypatch):
+    calls = select_backward(monkeypatch, path)
     fused, eager, ins = case(name, gen)
     names, values = list(ins), list(ins.values())
     want, want_grads, cot = run(eager, [t.to(F64) for t in values], None)
@@ -195,14 +254,18 @@ def test_gradients_against_float64(gen, name, dtype):
     for n, g, w, b in zip(names, got_grads, want_grads, base_grads):
         assert g is not None and g.shape == w.shape, f"{name}: no gradient for '{n}'"
         assert_rule(f"{name} d{n}", g, w, b)
+    assert_ops_called(calls, name, path)
 
 
-@pytest.mark.parametrize("name", ["llama3_block", "lm_head_cross_entropy"])
-def test_torch_compile_fullgraph_with_backward(gen, name):
+@pytest.mark.parametrize("name,path", with_paths(["llama3_block", "lm_head_cross_entropy"]))
+def test_torch_compile_fullgraph_with_backward(gen, name, path, monkeypatch):
     """torch.compile(fullgraph=True) traces the Functions, their composed backward included (a
     graph break there is an error under fullgraph), and the compiled gradients keep the rule. The
     block's backward uses every helper of the other Functions'; the LM head's has the in-place
-    dlogits and the run-twice guard."""
+    dlogits and the run-twice guard. The block's fused backward (CODA_FUSED_BACKWARD=1, read when
+    the graph is traced) calls the same emulator operators as eagerly: the same bits, which the
+    composed backward would not give."""
+    select_backward(monkeypatch, path, names=())  # no spies: a counter is a side effect dynamo refuses
     fused, eager, ins = case(name, gen)
     want, want_grads, cot = run(eager, [t.to(F64) for t in ins.values()], None)
     base, base_grads, _ = run(eager, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
@@ -214,12 +277,19 @@ def test_torch_compile_fullgraph_with_backward(gen, name):
     for n, g, w, b in zip(ins, got_grads, want_grads, base_grads):
         assert g is not None and g.shape == w.shape, f"compiled {name}: no gradient for '{n}'"
         assert_rule(f"compiled {name} d{n}", g, w, b)
+    if path == "fused":
+        _, eager_grads, _ = run(fused, [t if n == "r" else t.to(BF16) for n, t in ins.items()], cot)
+        for n, g, e in zip(ins, got_grads, eager_grads):
+            assert torch.equal(g, e), f"compiled {name} d{n}: not the eager fused backward's bits"
 
 
-def test_block_is_the_chain_of_operators(gen):
+@pytest.mark.parametrize("path", ["composed", "fused"])
+def test_block_is_the_chain_of_operators(gen, path, monkeypatch):
     """llama3_block's forward runs the same kernels as residual_rmsnorm -> rmsnorm_swiglu ->
     residual_rmsnorm -> rmsnorm_qkv_rope (bit for bit); its backward recomputes h1, h2, y1 instead
-    of saving them, so the gradients agree to bf16 rounding."""
+    of saving them, so the gradients agree to bf16 rounding. On the fused path the block runs the
+    fused schedule, the chain its Functions' backwards (rmsnorm_qkv_rope's on rope_backward)."""
+    calls = select_backward(monkeypatch, path)
     _, _, ins = case("llama3_block", gen)
     pos, freqs = qkv_args(gen, 37)
     values = [t if n in UNROUNDED else t.to(BF16) for n, t in ins.items()]
@@ -231,10 +301,75 @@ def test_block_is_the_chain_of_operators(gen):
 
     block = lambda *a: coda.llama3_block(*a, pos, freqs, HEADS, eps=EPS)  # noqa: E731
     out, grads, cot = run(block, values, None)
+    assert_ops_called(calls, "llama3_block", path)
     out2, grads2, _ = run(chain, values, cot)
     assert all(torch.equal(a, b) for a, b in zip(out, out2))
     for n, a, b in zip(ins, grads, grads2):
         assert ((a.double() - b.double()).norm() / b.double().norm()).item() < 2e-2, n
+
+
+# ---- the fused backward against the composed one ---------------------------------------------------------------
+
+AGREE = 1.5e-2  # the paths round differently (fused: fp32 epilogues on x; composed: torch on h): about 5e-3 apart
+
+
+@pytest.mark.parametrize("grads", ["all", "x2 only", "qkv only", "activations only", "expanded"])
+def test_fused_backward_agrees_with_composed(gen, grads, monkeypatch):
+    """CODA_FUSED_BACKWARD=1 against the composed backward on the same inputs and cotangents:
+    llama3_block at awkward sizes (M 37, d 72, F 40; heads 5 / 2 of 12: N3 = 108, qkv rows padded
+    to 16 bytes, dqkv copied to such rows), every gradient against float64 under the rule and the two
+    paths within AGREE of each other; then rmsnorm_qkv_rope alone. The cotangent reaching only x2
+    (dqkv None), only qkv (dx2 None: no residual gradient to add) or frozen weights and norm weights
+    (no y / o recomputed) exercise the fused schedule's branches; sums of the outputs give
+    expanded cotangents (stride 0), which the fused path copies into tile rows."""
+    heads = (5, 2, 12)
+    fused, eager, ins = case("llama3_block", gen, m=37, k=72, d=72, f=40, heads=heads)
+    values = [t.to(BF16) for t in ins.values()]
+    train = [n in ("y0", "x0") or grads != "activations only" for n in ins]
+    used = {"all": (1, 1), "x2 only": (1, 0), "qkv only": (0, 1), "activations only": (1, 1), "expanded": (1, 1)}[grads]
+
+    def run_masked(fn, tensors, cot):
+        leaves = [t.detach().clone().requires_grad_(r) for t, r in zip(tensors, train)]
+        out = fn(*leaves)
+        if grads == "expanded":  # d(sum o)/do: ones expanded from a scalar, in o's dtype
+            sum(o.sum().to(F64) for o in out).backward()
+        else:
+            sum(u * (o.to(F64) * c).sum() for u, o, c in zip(used, out, cot) if u).backward()
+        return out, [t.grad for t in leaves]
+
+    cot = [torch.randn(o.shape, dtype=F64) for o in eager(*[t.to(F64) for t in ins.values()])]
+    want = run_masked(eager, [t.to(F64) for t in ins.values()], cot)[1]
+    base = run_masked(eager, values, cot)[1]  # the unfused bf16 pipeline
+    got = {}
+    for path in ("composed", "fused"):
+        calls = select_backward(monkeypatch, path)
+        got[path] = run_masked(fused, values, cot)
+        want_calls = dict(FUSED_OPS["llama3_block"]) if path == "fused" else {}
+        if path == "fused" and not used[1]:  # no dqkv: no RoPE backward, no RMSNorm backward of x2
+            want_calls.update(rope_backward=0, gemm_rmsnorm_backward=1, col_sum_finish=1)
+        if path == "fused" and grads == "activations only":  # no norm-weight gradients to finish
+            want_calls.update(col_sum_finish=0)
+        assert calls == {op: want_calls.get(op, 0) for op in calls}, f"{path}: {calls}"
+    assert all(torch.equal(a, b) for a, b in zip(got["fused"][0], got["composed"][0]))  # one forward
+    for n, w, b, c, f in zip(ins, want, base, got["composed"][1], got["fused"][1]):
+        if w is None:
+            assert c is None and f is None, n
+            continue
+        assert_rule(f"fused d{n}", f, w, b)
+        assert rel_error(f, c) < AGREE, f"d{n}: fused and composed backward {rel_error(f, c)} apart"
+
+    # rmsnorm_qkv_rope on its own: rope_backward against the torch inverse rotation.
+    h, w, r = randn(gen, 37, 72), randn(gen, 108, 72, sd=0.3), positive(gen, 37)
+    pos, freqs = qkv_args(gen, 37, heads)
+    qkv_cot = torch.randn(37, 108, dtype=F64)
+    grads_by_path = {}
+    for path in ("composed", "fused"):
+        select_backward(monkeypatch, path)
+        leaves = [t.clone().requires_grad_() for t in (h, w, r)]
+        (coda.rmsnorm_qkv_rope(*leaves, pos, freqs, heads).to(F64) * qkv_cot).sum().backward()
+        grads_by_path[path] = [t.grad for t in leaves]
+    for n, c, f in zip("hwr", grads_by_path["composed"], grads_by_path["fused"]):
+        assert rel_error(f, c) < AGREE, f"rmsnorm_qkv_rope d{n}: {rel_error(f, c)} apart"
 
 
 # ---- the LM head in training mode -----------------------------------------------------------------------------

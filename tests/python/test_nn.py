@@ -3,6 +3,8 @@ the same model unpatched, under design.md's rule (float64 unpatched = the truth,
 the unfused PyTorch pipeline, bf16 patched = coda; the rule per tensor). coda.nn models run with
 transformers blocked from import; transformers' LlamaForCausalLM (skipped without transformers)
 with a vocabulary of 32003, whose stored logits need padded rows. Fresh random weights every run.
+The fully patched models (their layers joined by llama3_block) run on both backward paths: the
+composed one and CODA_FUSED_BACKWARD=1 (checked by the calls of coda's fused backward operators).
 """
 
 import copy
@@ -28,6 +30,24 @@ FLAGS = {
     "rmsnorm-only": dict(swiglu=False, rope=False, lm_head_loss=False),
     "no-rmsnorm": dict(rmsnorm=False),
 }
+# (flags, backward path): the fused backward where llama3_block and rmsnorm_qkv_rope run ("all").
+CASES = [(f, "composed") for f in FLAGS] + [("all", "fused")]
+
+
+def select_backward(monkeypatch, path):
+    """CODA_FUSED_BACKWARD=1 for the fused path (unset otherwise); counts the calls of coda's fused
+    backward operators. Returns {op: calls}."""
+    if path == "fused":
+        monkeypatch.setenv("CODA_FUSED_BACKWARD", "1")
+    else:
+        monkeypatch.delenv("CODA_FUSED_BACKWARD", raising=False)
+    calls = {}
+    for op in ("rope_backward", "gemm_rmsnorm_backward", "gemm_swiglu_backward"):
+        def spy(*args, _real=getattr(coda.ops, op), _op=op, **kwargs):
+            calls[_op] = calls.get(_op, 0) + 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(coda.ops, op, spy)
+    return calls
 
 
 def randomize(model, gen):
@@ -64,12 +84,17 @@ def check_parity(model, gen, vocab, flags, prepare=lambda m: m):
 
 # ---- coda.nn (no transformers) -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flags", list(FLAGS))
-def test_coda_nn_patch(gen, flags, monkeypatch):
+@pytest.mark.parametrize("flags,path", CASES)
+def test_coda_nn_patch(gen, flags, path, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
+    calls = select_backward(monkeypatch, path)
     config = coda.nn.LlamaConfig(vocab_size=517, tie_word_embeddings=flags == "all",
                                  rope_scaling=dict(factor=8.0, original_max_position_embeddings=16), **TINY)
     check_parity(randomize(coda.nn.LlamaForCausalLM(config), gen), gen, 517, FLAGS[flags])
+    # Two layers: one llama3_block (its schedule: 1 RoPE, 2 RMSNorm, 1 SwiGLU backward), the first
+    # layer's rmsnorm_qkv_rope (1 RoPE backward).
+    assert calls == ({"rope_backward": 2, "gemm_rmsnorm_backward": 2, "gemm_swiglu_backward": 1}
+                     if path == "fused" else {}), calls
 
 
 def test_decoder_layer_on_its_own(gen):
@@ -132,9 +157,11 @@ def keep_fp32_rope(model):
 
 
 @needs_transformers
-@pytest.mark.parametrize("flags", ["all", "rmsnorm-only"])
-def test_transformers_patch(gen, flags):
+@pytest.mark.parametrize("flags,path", [("all", "composed"), ("rmsnorm-only", "composed"), ("all", "fused")])
+def test_transformers_patch(gen, flags, path, monkeypatch):
+    calls = select_backward(monkeypatch, path)
     check_parity(hf_model(gen), gen, 32003, FLAGS[flags], prepare=keep_fp32_rope)
+    assert bool(calls) == (path == "fused"), calls
 
 
 @needs_transformers

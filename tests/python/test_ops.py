@@ -226,6 +226,114 @@ def test_lm_head_logits_free(gen):
     assert rel_error(row, row64) < 1e-3
 
 
+# ---- the backward operators on CPU against float64 -------------------------------------------------------
+
+def granule_sums(t, dim, size):
+    """Sums of t over consecutive granules of `size` along `dim` (the partial-reduction layout)."""
+    return torch.stack([c.sum(dim) for c in t.split(size, dim=dim)], dim=dim)
+
+
+@pytest.mark.parametrize("m", [37, 150])  # one row granule, or two with the last one partial
+@pytest.mark.parametrize("with_dres", [True, False])
+@pytest.mark.parametrize("save_y", [True, False])
+def test_gemm_rmsnorm_backward_and_col_sum_finish(gen, m, with_dres, save_y):
+    d, k = 72, 40  # the consuming GEMM: z = RMSNorm(x) W^T, W [k, d]; dz [m, k]
+    dz, w = randn(gen, m, k), randn(gen, k, d, sd=0.3)
+    x = randn(gen, m, d)
+    r = torch.rsqrt(x.float().pow(2).mean(1) + 1e-5)
+    c = 0.1 * torch.randn(m, generator=gen)  # zdz: (1/d) sum_k z dz of the consuming GEMM
+    nw = (1 + 0.2 * torch.randn(d, generator=gen)).to(BF16)
+    dres = randn(gen, m, d) if with_dres else None
+    out = coda.gemm_rmsnorm_backward(dz, w.t(), x, r, c, nw, dres=dres, save_y=save_y)  # b: the dgrad form
+    assert len(out) == (3 if save_y else 2)
+    dx, q = out[0], out[-1]
+    assert dx.shape == (m, d) and dx.dtype == BF16
+    assert q.shape == (-(-m // coda.PARTIAL_ROWS), d) and q.dtype == torch.float32
+    r64, c64, nw64, x64 = r.to(F64)[:, None], c.to(F64)[:, None], nw.to(F64), x.to(F64)
+    dres64 = 0 if dres is None else dres.to(F64)
+    dy, xh = dz.to(F64) @ w.to(F64), x64 * r64
+    dyu, xhu = rounded(dy), rounded(xh)  # an unfused graph stores dy and the normalized x
+    assert_rule("dx", dx, r64 * (dy * nw64 - xh * c64) + dres64, rounded(r64 * (dyu * nw64 - xhu * c64) + dres64))
+    if save_y:
+        assert out[1].shape == (m, d) and out[1].dtype == BF16
+        assert_rule("y", out[1], xh * nw64, rounded(xhu * nw64))
+    q64, qu = granule_sums(dy * xh, 0, coda.PARTIAL_ROWS), granule_sums(dyu * xhu, 0, coda.PARTIAL_ROWS)
+    assert_rule("dw_partials", q, q64, qu)
+    for dtype in (None, torch.float32, BF16):
+        dnw = coda.col_sum_finish(q, out_dtype=dtype)
+        assert dnw.shape == (d,) and dnw.dtype == (dtype or torch.float32)
+        assert_rule("dnorm_weight", dnw, q64.sum(0), rounded(qu.sum(0), dtype or torch.float32))
+
+
+@pytest.mark.parametrize("f", [40, 136])  # one column granule of o, or two with the last one partial
+@pytest.mark.parametrize("save_o", [True, False])
+def test_gemm_swiglu_backward_and_row_sum_finish(gen, f, save_o):
+    m, d = 37, 72  # do = dY Wdown^T... in the dgrad form: dY [m, d], Wdown [d, f]
+    dy, wd = randn(gen, m, d), randn(gen, d, f, sd=0.3)
+    z = randn(gen, m, 2 * f, sd=2.0)
+    out = coda.gemm_swiglu_backward(dy, wd.t(), z, save_o=save_o, save_zdz=True)
+    assert len(out) == (3 if save_o else 2)
+    dz, p = out[0], out[-1]
+    assert dz.shape == (m, 2 * f) and dz.dtype == BF16
+    assert p.shape == (m, -(-f // coda.PARTIAL_COLS)) and p.dtype == torch.float32
+    assert torch.equal(coda.gemm_swiglu_backward(dy, wd.t(), z), dz)  # dz alone
+    g, u = z.to(F64)[:, 0::2], z.to(F64)[:, 1::2]
+    s = torch.sigmoid(g)
+
+    def grad(do):  # dg = do u s (1 + g (1 - s)), du = do silu(g), interleaved like z
+        return torch.stack((do * u * s * (1 + g * (1 - s)), do * g * s), dim=2).flatten(1)
+
+    do64 = dy.to(F64) @ wd.to(F64)
+    dz64, dzu = grad(do64), rounded(grad(rounded(do64)))
+    assert_rule("dz", dz, dz64, dzu)
+    if save_o:
+        assert out[1].shape == (m, f) and out[1].dtype == BF16
+        assert_rule("o", out[1], swiglu64(z.to(F64)), rounded(swiglu64(z.to(F64))))
+    pairs = lambda t: (z.to(F64) * t).unflatten(1, (f, 2)).sum(2)  # noqa: E731  g dg + u du per o column
+    p64, pu = granule_sums(pairs(dz64), 1, coda.PARTIAL_COLS), granule_sums(pairs(dzu), 1, coda.PARTIAL_COLS)
+    assert_rule("zdz_partials", p, p64, pu)
+    zdz = coda.row_sum_finish(p, 1.0 / d)
+    assert zdz.shape == (m,) and zdz.dtype == torch.float32
+    assert_rule("zdz", zdz, p64.sum(1) / d, pu.sum(1) / d)
+
+
+def test_rope_backward(gen):
+    heads = (5, 2, 12)  # 5 q heads over 2 kv heads; N3 = 108: rows of 216 bytes, padded to 16
+    m, n3 = 37, (5 + 2 * 2) * 12
+    qkv, dqkv = padded(randn(gen, m, n3)), padded(randn(gen, m, n3))
+    pos = torch.randint(0, 1 << 17, (m,), generator=gen, dtype=torch.int32)
+    freqs = coda.rope_frequencies(12, 500000.0, factor=8.0)
+    dz, zdz = coda.rope_backward(qkv, dqkv, pos, freqs, heads, save_zdz=True, zdz_scale=0.25)
+    assert dz.shape == (m, n3) and dz.dtype == BF16 and dz.stride() == (112, 1)
+    assert zdz.shape == (m,) and zdz.dtype == torch.float32
+    dz64 = rope64(dqkv.to(F64), -pos.to(F64), freqs, heads)  # R(-theta): q and k heads; v as it is
+    assert torch.equal(dz[:, (5 + 2) * 12:], dqkv[:, (5 + 2) * 12:])
+    assert_rule("dz", dz, dz64, rounded(dz64))
+    zdz64 = 0.25 * (qkv.to(F64) * dqkv.to(F64)).sum(1)
+    assert_rule("zdz", zdz, zdz64, zdz64.float())
+    assert torch.equal(coda.rope_backward(qkv, dqkv, pos, freqs, heads), dz)  # without zdz
+
+
+def test_backward_operator_errors(gen):
+    dz, w, x = randn(gen, 8, 16), randn(gen, 16, 24), randn(gen, 8, 24)
+    r, c, nw = positive(gen, 8), torch.zeros(8), torch.ones(24, dtype=BF16)
+    with pytest.raises(ValueError, match=r"^gemm_rmsnorm_backward: argument 'zdz' must have shape \[8\], got \[5\]"):
+        coda.gemm_rmsnorm_backward(dz, w.t(), x, r, c[:5], nw)
+    with pytest.raises(ValueError, match=r"^gemm_rmsnorm_backward: argument 'x' must be 2-D, got shape \(192,\)"):
+        coda.gemm_rmsnorm_backward(dz, w.t(), x.flatten(), r, c, nw)
+    with pytest.raises(ValueError, match=r"^gemm_swiglu_backward: argument 'z' must have shape \[8, 48\]"):
+        coda.gemm_swiglu_backward(x, randn(gen, 24, 24).t(), randn(gen, 8, 40))
+    pos, freqs = torch.arange(8, dtype=torch.int32), coda.rope_frequencies(8, 10000.0)
+    with pytest.raises(ValueError, match=r"^rope_backward: argument 'dqkv' must be 2-D"):
+        coda.rope_backward(randn(gen, 8, 32), randn(gen, 256), pos, freqs, (2, 1, 8))
+    with pytest.raises(ValueError, match=r"^rope_backward: argument 'positions' holds a negative value"):
+        coda.rope_backward(randn(gen, 8, 32), randn(gen, 8, 32), -pos, freqs, (2, 1, 8))
+    with pytest.raises(ValueError, match=r"^col_sum_finish: argument 'out_dtype' must be torch.bfloat16"):
+        coda.col_sum_finish(torch.rand(2, 5), out_dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^row_sum_finish: argument 'partials' must have dtype fp32, got bf16"):
+        coda.row_sum_finish(torch.rand(2, 5).to(BF16))
+
+
 def test_weight_layout_helpers(gen):
     gate, up = randn(gen, 12, 8), randn(gen, 12, 8)
     gu = coda.interleave_gate_up(gate, up)
@@ -319,6 +427,13 @@ def opcheck_cases():
         "cross_entropy": (ops.cross_entropy, (lse, tl, t, coda.IGNORE_INDEX, "mean")),
         "cross_entropy_grad_": (ops.cross_entropy_grad_, (lse, tl, t, logits.clone(), coda.IGNORE_INDEX, "sum", 2.0)),
         "lm_head_loss": (ops.lm_head_loss, (a, wv, r, t, coda.IGNORE_INDEX, "mean")),
+        "gemm_rmsnorm_backward": (ops.gemm_rmsnorm_backward, (a, randn(g, k, n).t(), res, r, positive(g, m), norm,
+                                                              res.clone(), True)),
+        "gemm_swiglu_backward": (ops.gemm_swiglu_backward, (a, randn(g, k, 24).t(), randn(g, m, 48), True, True)),
+        "row_sum_finish": (ops.row_sum_finish, (torch.rand(m, 2), 0.5)),
+        "col_sum_finish": (ops.col_sum_finish, (torch.rand(2, n), BF16)),
+        "rope_backward": (ops.rope_backward, (coda.gemm_rope(a, wq, pos, freqs, heads), randn(g, m, 32), pos, freqs,
+                                              *heads, True, 0.25)),
         "interleave_gate_up": (ops.interleave_gate_up, (a, randn(g, m, k))),
         "permute_rotate_half_to_interleaved": (ops.permute_rotate_half_to_interleaved, (wq, *heads)),
     }
