@@ -125,11 +125,11 @@ def _aligned16(t):
     return torch.compiler.is_compiling() or t.data_ptr() % 16 == 0
 
 
-def _operand(t):
-    """t as a coda GEMM operand: one unit stride and a 16-byte-multiple leading stride (a padded
-    copy otherwise)."""
+def _operand(t, row_major=False):
+    """t as a coda GEMM operand: one unit stride (row_major: along the rows, as a fused operator's
+    tile operand needs) and a 16-byte-multiple leading stride (a padded row-major copy otherwise)."""
     per16 = 16 // t.element_size()
-    for unit, lead in ((1, 0), (0, 1)):
+    for unit, lead in ((1, 0),) if row_major else ((1, 0), (0, 1)):
         if (t.stride(unit) == 1 or t.shape[unit] == 1) and t.stride(lead) % per16 == 0 and _aligned16(t):
             return t
     out = ops._rows(t.shape[0], t.shape[1], t.dtype, t.device)
@@ -259,12 +259,7 @@ def _tile(t, dtype):
     row-major with 16-byte-aligned rows and base, a copy otherwise (an incoming gradient may be an
     expanded or strided view). float64 (the reference path): t as it is."""
     t = t.to(dtype)
-    if dtype == F64:
-        return t
-    per16 = 16 // t.element_size()
-    if t.stride(1) == 1 and t.stride(0) % per16 == 0 and _aligned16(t):
-        return t
-    return ops._rows(t.shape[0], t.shape[1], dtype, t.device).copy_(t)
+    return t if dtype == F64 else _operand(t, row_major=True)
 
 
 def _dgrad_weight(w):
