@@ -40,6 +40,7 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
     if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) es = 4;
   int bytes = 0;
   for (int o = 0; o < e.num_outs; ++o) {
+    if (epi::out_direct(R, o)) continue;  // stored from registers (epi::store_direct)
     if (epi::out_tile(R, o) < 0) {
       bytes += 64 * 32 * epi::out_per(R, o) * es;
     } else if (e.outs[o].defined && e.outs[o].dtype == sm90::kDtFP32) {  // staged over a 16-bit tile operand

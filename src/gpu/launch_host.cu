@@ -134,6 +134,8 @@ Status bind_output(EpiParams& epi, int slot, const TensorView& t, const char* op
   if (r != CUDA_SUCCESS)
     return Status::internal(std::string(op) + ": TMA descriptor for output slot " + std::to_string(slot) +
                             " rejected (CUresult " + std::to_string(int(r)) + ") for " + t.describe());
+  out.ptr = t.data();
+  out.ld = t.stride(0);
   out.cols = cols;
   out.defined = 1;
   epi.num_outs = std::max(epi.num_outs, slot + 1);

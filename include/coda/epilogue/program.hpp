@@ -64,6 +64,8 @@
 //                                  choice, two where it can)
 //   out_tiles                      GPU staging: outputs staged in place of a TMA-staged tile operand
 //                                  of the same width (set with epi::stage_in_tile); see below
+//   direct_outs                    GPU staging: bit mask of double-width outputs stored from
+//                                  registers straight to global memory (set with epi::store_direct)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -92,6 +94,7 @@ struct Resources {
   int wide_outs = 0;
   int visit_chunks = 0;
   int out_tiles = 0;  // 4 bits per output o: 1 + the tile operand its chunk is staged over, 0: none
+  int direct_outs = 0;
 };
 
 // r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
@@ -110,6 +113,19 @@ constexpr Resources stage_in_tile(Resources r, int o, int i) {
   r.out_tiles |= (i + 1) << (4 * o);
   return r;
 }
+// r with output o stored from registers straight to global memory on the GPU, without staging: no
+// arena bytes, no TMA store, and nothing that holds a tile slot until a store has read it. Rule:
+// the output is double width (a quad of lanes then writes 32 contiguous bytes of a row per pair
+// slot, whole sectors). NOTES: the SwiGLU backward staged dz over z's ring slot, so each chunk's
+// next z load waited for dz's TMA store to have read the slot, then for the load itself (H200,
+// bench/NOTES.md issue 9); stores of same-width 16-bit outputs from registers write half sectors
+// and were slower than staging (issue 8 step x).
+constexpr Resources store_direct(Resources r, int o) {
+  r.direct_outs |= 1 << o;
+  return r;
+}
+constexpr bool out_direct(Resources r, int o) { return (r.direct_outs >> o) & 1; }
+
 // The tile operand output o is staged over, or -1 (the staging arena).
 constexpr int out_tile(Resources r, int o) { return ((r.out_tiles >> (4 * o)) & 15) - 1; }
 
@@ -118,11 +134,12 @@ constexpr int out_tile(Resources r, int o) { return ((r.out_tiles >> (4 * o)) & 
 constexpr int out_per(Resources r, int o) { return (r.half_outs >> o) & 1 ? 1 : ((r.wide_outs >> o) & 1 ? 4 : 2); }
 constexpr int tile_per(Resources r, int i) { return (r.wide_tiles >> i) & 1 ? 4 : 2; }
 // The GPU epilogue's staging arena per warpgroup: one 64-row chunk of two same-width 16-bit outputs,
-// plus 8 KiB for each double-width output, less the outputs staged over tile operands (a 16-bit
-// chunk of output o is 4 KiB per column it covers per pair); at least 1 KiB.
+// plus 8 KiB for each staged double-width output, less the outputs staged over tile operands (a
+// 16-bit chunk of output o is 4 KiB per column it covers per pair); at least 1 KiB. Outputs stored
+// directly take none.
 constexpr int arena_bytes(Resources r) {
   int n = 0;
-  for (int m = r.wide_outs; m; m >>= 1) n += m & 1;
+  for (int m = r.wide_outs & ~r.direct_outs; m; m >>= 1) n += m & 1;
   int bytes = 16384 + 8192 * n;
   for (int o = 0; o < 8; ++o)
     if (out_tile(r, o) >= 0) bytes -= 4096 * out_per(r, o);

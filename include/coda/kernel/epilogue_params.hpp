@@ -44,6 +44,8 @@ struct EpiPartial {  // an fp32 partial-reduction tensor [rows, cols] with row s
 
 struct EpiOutput {  // an M x cols tensor written through shared memory and TMA
   CUtensorMap tma;  // box: 64 rows x 128 bytes, 128-byte swizzle
+  void* ptr = nullptr;  // outputs stored from registers (epi::store_direct)
+  int64_t ld = 0;       // row stride in elements
   int64_t cols = 0;
   int dtype = kDtBF16;
   int defined = 0;

@@ -352,15 +352,30 @@ struct Sm90Gemm {
   // its place in a staging buffer.
   CUTE_HOST_DEVICE static constexpr int out_per(int o) { return epi::out_per(kRes, o); }
   CUTE_HOST_DEVICE static constexpr int out_cols(int o) { return kChunkCols / 2 * out_per(o); }
-  // Outputs staged over a tile operand (epi::stage_in_tile) take no arena bytes.
+  // Outputs staged over a tile operand (epi::stage_in_tile) or stored directly (epi::store_direct)
+  // take no arena bytes.
   CUTE_HOST_DEVICE static constexpr int out_tile(int o) { return epi::out_tile(kRes, o); }
+  CUTE_HOST_DEVICE static constexpr bool out_direct(int o) { return epi::out_direct(kRes, o); }
   CUTE_HOST_DEVICE static constexpr int out_offset(int o, int es) {
     int off = 0;
     for (int i = 0; i < o; ++i)
-      if (out_tile(i) < 0) off += kChunkRows * out_cols(i) * es;
+      if (out_tile(i) < 0 && !out_direct(i)) off += kChunkRows * out_cols(i) * es;
     return off;
   }
   static constexpr bool kInTileOuts = kRes.out_tiles != 0;
+  // The output stored from registers (at most one; -1: none).
+  static constexpr int direct_out() {
+    for (int o = 0; o < 8; ++o)
+      if (epi::out_direct(kRes, o)) return o;
+    return -1;
+  }
+  static constexpr int kDirectOut = direct_out();
+  static_assert(kRes.direct_outs == 0 || (kRes.direct_outs == (1 << kDirectOut) && out_per(kDirectOut) == 4 &&
+                                          out_tile(kDirectOut) < 0),
+                "epi::store_direct: one double-width output, not staged over a tile");
+  // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
+  // global memory: addresses the compiler cannot tell apart) read their tile words ahead.
+  static constexpr bool kReadAhead = kInTileOuts || kDirectOut >= 0;
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -410,8 +425,13 @@ struct Sm90Gemm {
     // runtime XOR): each pair then waited out its load and its arithmetic in turn (SASS of the
     // SwiGLU backward: LDS, ~40 instructions, STS, LDS, ...). visit_chunk issues the loads
     // kPreAhead pairs before the program needs them instead.
-    mutable uint32_t pre[kInTileOuts ? kTmaTiles : 1][16][2];
+    mutable uint32_t pre[kReadAhead ? kTmaTiles : 1][16][2];
     mutable bool pre_on;  // set by visit_chunk: the interior visit reads pre
+    // The direct output (epi::store_direct) at the thread's first column of the chunk, in its rows
+    // b = 0, 1, and the first half of the pair being stored (interior visit: its two halves go out
+    // as one 8-byte store).
+    uint8_t* dptr[2];
+    mutable uint32_t dstash;
 
     // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
@@ -425,7 +445,7 @@ struct Sm90Gemm {
     // Tile i's word holding column n of the pair (read ahead, or from shared memory now).
     CUTE_DEVICE uint32_t tile_word(int i, const epi::Frag& f, int n) const {
       const int c = pair_col(i, f, n);
-      if (kInTileOuts && pre_on) return pre[i][f.slot][c >> 1];
+      if (kReadAhead && pre_on) return pre[i][f.slot][c >> 1];
       return *reinterpret_cast<const uint32_t*>(pair_at(i, f.slot) + 2 * (c & ~1));
     }
 
@@ -454,7 +474,7 @@ struct Sm90Gemm {
       return pair_at(i, f.slot) + 2 * pair_col(i, f, n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
-      if (i < kTmaTiles && kInTileOuts && pre_on) {
+      if (i < kTmaTiles && kReadAhead && pre_on) {
         const uint32_t w = tile_word(i, f, n);
         return to_float(static_cast<unsigned short>(pair_col(i, f, n) & 1 ? w >> 16 : w & 0xffffu));
       }
@@ -485,7 +505,7 @@ struct Sm90Gemm {
       return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
     }
     CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
-      uint8_t* a = out_at(o, f, n);
+      uint8_t* a = o == kDirectOut ? dptr[b_of(f)] + (16 * jj_of(f) + n - 2 * f.n) * kEs : out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         *reinterpret_cast<unsigned short*>(a) = __bfloat16_as_ushort(h);
@@ -501,6 +521,7 @@ struct Sm90Gemm {
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
+      if (o == kDirectOut) return store2_direct(f, n, v0, v1);
       uint8_t* a = out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
@@ -516,6 +537,38 @@ struct Sm90Gemm {
       } else {
         *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
         return {v0, v1};
+      }
+    }
+    // The direct output's columns (n, n + 1) of the pair, 2 f.n <= n < 2 f.n + 4, straight to global
+    // memory. The interior visit keeps the pair's first half (n = 2 f.n) and writes both halves
+    // with one 8-byte store at its second (the program stores them in this order); the checked
+    // visit, whose pair may lack its second half, stores each at once.
+    CUTE_DEVICE epi::Pair store2_direct(const epi::Frag& f, int n, float v0, float v1) const {
+      const int k = n - 2 * f.n;  // 0 or 2 (a compile-time constant after inlining)
+      uint8_t* a = dptr[b_of(f)] + (16 * jj_of(f) + k) * kEs;
+      if constexpr (OutDt == kDtFP32) {
+        *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
+        return {v0, v1};
+      } else {
+        uint32_t w;
+        epi::Pair r;
+        if constexpr (OutDt == kDtBF16) {
+          const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+          w = *reinterpret_cast<const uint32_t*>(&h);
+          r = {__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)};
+        } else {
+          const __half2 h = __floats2half2_rn(v0, v1);
+          w = *reinterpret_cast<const uint32_t*>(&h);
+          r = {__low2float(h), __high2float(h)};
+        }
+        if (pre_on && k == 0) {
+          dstash = w;
+        } else if (pre_on) {
+          *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash, w);
+        } else {
+          *reinterpret_cast<uint32_t*>(a) = w;
+        }
+        return r;
       }
     }
     CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const {
@@ -588,7 +641,7 @@ struct Sm90Gemm {
   template <bool kChecked, int kOff, int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
                                       const Accum& accum, int m0, int n0) {
-    constexpr bool kPre = kInTileOuts && !kChecked;
+    constexpr bool kPre = kReadAhead && !kChecked;
     ctx.pre_on = kPre;
     if constexpr (kPre) {
       CUTE_UNROLL
@@ -1046,6 +1099,12 @@ struct Sm90Gemm {
                                   {},
                                   {},
                                   0};
+      if constexpr (kDirectOut >= 0) {  // the direct output's row pointers at the thread's first column
+        const EpiOutput& d = p.epi.outs[kDirectOut];
+        CUTE_UNROLL
+        for (int b = 0; b < 2; ++b)
+          ctx.dptr[b] = static_cast<uint8_t*>(d.ptr) + (int64_t(gm0 + r0 + 8 * b) * d.ld + 2 * (gn0 + c0 + 64 * cj)) * kEs;
+      }
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
         CUTE_UNROLL
@@ -1126,7 +1185,7 @@ struct Sm90Gemm {
         constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
           const EpiOutput& out = p.epi.outs[o];
-          if (!out.defined) continue;
+          if (!out.defined || out_direct(o)) continue;
           const int row_bytes = out_cols(o) * es;
           const int box = row_bytes < 128 ? row_bytes : 128;
           uint8_t* src = buf + out_offset(o, es);

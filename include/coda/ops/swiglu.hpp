@@ -56,10 +56,10 @@ struct SwigluBackward {
   static constexpr int kTileZ = 0;
   static constexpr int kOutDz = 0, kOutO = 1;
   static constexpr int kRowZdZ = 0;
-  // ZdZ row partials; z staged by TMA; z and dz twice the accumulator's width; dz staged over z
-  // (each pair reads its z before it writes its dz)
+  // ZdZ row partials; z staged by TMA; z and dz twice the accumulator's width; dz stored from
+  // registers (epi::store_direct), so z's ring slot is free for the next chunk once it is read
   static constexpr epi::Resources kResources =
-      epi::stage_in_tile({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz}, kOutDz, kTileZ);
+      epi::store_direct({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz}, kOutDz);
   static constexpr uint32_t kHasO = 1, kHasZdZ = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;
