@@ -50,15 +50,17 @@ CASES = {
 
 
 def poison_free_memory():
-    """Fill the CUDA caching allocator's free memory with 0xFF bytes: the small pool (2 MiB segments,
-    requests up to 1 MiB) and the large pool (one block that later requests are split from)."""
+    """Fill the CUDA caching allocator's free memory with 0xFF bytes. empty_cache() first returns the
+    unused segments to the driver; then 256 MiB for the large pool (requests over 1 MiB are split
+    from it), 64 MiB of 512 KiB blocks for the small pool (2 MiB segments), and halving sizes down to
+    512 B for the free tails of segments that hold live tensors. All freed again, still cached."""
     if DEVICE.type != "cuda":
         return
-    blocks = [torch.empty(1 << 19, dtype=torch.uint8, device=DEVICE) for _ in range(128)]  # 64 MiB small
-    blocks.append(torch.empty(256 << 20, dtype=torch.uint8, device=DEVICE))
+    torch.cuda.empty_cache()
+    sizes = [256 << 20, *[1 << 19] * 128, *[1 << s for s in range(18, 8, -1) for _ in range(4)]]
+    blocks = [torch.empty(n, dtype=torch.uint8, device=DEVICE) for n in sizes]
     for b in blocks:
-        b.fill_(0xFF)
-    del blocks  # back to the cache, not to the driver
+        b.fill_(0xFF)  # on the current stream, the one coda's ops and the blocks' next users run on
 
 
 def inputs(name, gen, m, d, heads, f=None):
@@ -86,12 +88,14 @@ def functions(name, pos, freqs, heads, device):
             lambda h, w, r: eager_qkv_rope(h, w, r, pos, freqs, heads))
 
 
-def run(fn, tensors, cotangents, device):
-    """Outputs of fn on `device` and the gradients of sum(out * cotangent) with respect to every input."""
+def run(fn, tensors, cotangents, device, gen=None):
+    """Outputs of fn on `device`, the gradients of sum(out * cotangent) with respect to every input,
+    and the cotangents (float64 on the CPU; drawn from gen when None)."""
     leaves = [t.to(device).detach().clone().requires_grad_() for t in tensors]
     out = fn(*leaves)
+    cotangents = cotangents or [torch.randn(o.shape, generator=gen, dtype=F64) for o in out]
     sum((o.to(F64) * c.to(o.device)).sum() for o, c in zip(out, cotangents)).backward()
-    return out, [t.grad for t in leaves]
+    return out, [t.grad for t in leaves], cotangents
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -100,31 +104,28 @@ def test_both_backward_paths_on_device(gen, case, monkeypatch):
     ins, pos, freqs = inputs(name, gen, **shape)
     heads = shape["heads"]
     names = list(ins)
-    fused, _ = functions(name, pos, freqs, heads, DEVICE)
-    _, eager_ref = functions(name, pos, freqs, heads, "cpu")
-    _, eager_dev = functions(name, pos, freqs, heads, DEVICE)
+    fused, eager = functions(name, pos, freqs, heads, DEVICE)
+    _, eager_cpu = functions(name, pos, freqs, heads, "cpu")
 
     # The truth: float64 autograd of the eager graph on the CPU, on the unrounded inputs.
-    want_out = eager_ref(*[t.to(F64) for t in ins.values()])
-    cot = [torch.randn(o.shape, generator=gen, dtype=F64) for o in want_out]
-    want, want_grads = run(eager_ref, [t.to(F64) for t in ins.values()], cot, "cpu")
+    want, want_grads, cot = run(eager_cpu, [t.to(F64) for t in ins.values()], None, "cpu", gen)
     # The unfused bf16 PyTorch pipeline on the device, and coda's inputs: bf16 but rstd (fp32).
     low = [t if n == "r" else t.to(BF16) for n, t in ins.items()]
-    base, base_grads = run(eager_dev, low, cot, DEVICE)
+    base, base_grads, _ = run(eager, low, cot, DEVICE)
     base, base_grads = [t.cpu() for t in base], [t.cpu() for t in base_grads]
 
     got = {}
     for path in ("composed", "fused"):
         calls = select_backward(monkeypatch, path)
         poison_free_memory()
-        out, grads = run(fused, low, cot, DEVICE)
+        out, grads, _ = run(fused, low, cot, DEVICE)
         if DEVICE.type == "cuda":
             torch.cuda.synchronize(DEVICE)  # a kernel fault surfaces here, in this path's test
         assert_ops_called(calls, name, path)
         for label, t, ref in [*((f"output {i}", o, w) for i, (o, w) in enumerate(zip(out, want))),
                               *((f"d{n}", g, w) for n, g, w in zip(names, grads, want_grads))]:
             where = f"{case} ({path} backward) {label}"
-            assert t is not None and t.shape == ref.shape, f"{where}: missing or shape {None if t is None else t.shape}"
+            assert t is not None and t.shape == ref.shape, f"{where}: {None if t is None else t.shape}"
             assert t.device.type == DEVICE.type, f"{where}: on {t.device}"
             bad = (~torch.isfinite(t)).sum().item()
             assert bad == 0, f"{where}: {bad} of {t.numel()} elements not finite (unwritten or overflowed)"
