@@ -199,7 +199,7 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cud
   LaunchArgs<P> L;
   L.program.flags |= args.residual.defined() ? P::kHasResidual : 0u;
   L.epi.scalars[P::kAlpha].value = args.alpha;
-  CODA_TRY(bind_tma_tile(L.epi, P::kTileResidual, args.residual, op, epi::tile_box_rows(P::kResources)));
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileResidual, args.residual, op));
   L.epi.cols[P::kColNormWeight] = vec_of(args.norm_weight);
   CODA_TRY(bind_output(L.epi, P::kOutX, args.x_out, op));
   CODA_TRY(bind_output(L.epi, P::kOutH, args.h_out, op));
@@ -222,8 +222,8 @@ Status gemm_rmsnorm_backward(const RmsNormBackwardArgs& args, cudaStream_t strea
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   L.epi.rows[P::kRowZdZ] = vec_of(args.zdz);
   L.epi.cols[P::kColNormWeight] = vec_of(args.norm_weight);
-  CODA_TRY(bind_tma_tile(L.epi, P::kTileX, args.x, op, epi::tile_box_rows(P::kResources)));
-  CODA_TRY(bind_tma_tile(L.epi, P::kTileDres, args.dres, op, epi::tile_box_rows(P::kResources)));
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileX, args.x, op));
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileDres, args.dres, op));
   CODA_TRY(bind_output(L.epi, P::kOutDx, args.dx_out, op));
   CODA_TRY(bind_output(L.epi, P::kOutY, args.y_out, op));
   L.epi.col_sums[P::kColDw] = partial_of(args.dw_partials);
@@ -242,7 +242,7 @@ Status gemm_swiglu_backward(const SwigluBackwardArgs& args, cudaStream_t stream)
   LaunchArgs<P> L;
   L.program.flags |= args.o_out.defined() ? P::kHasO : 0u;
   L.program.flags |= args.zdz_partials.defined() ? P::kHasZdZ : 0u;
-  CODA_TRY(bind_tma_tile(L.epi, P::kTileZ, args.z, op, epi::tile_box_rows(P::kResources)));
+  CODA_TRY(bind_tma_tile(L.epi, P::kTileZ, args.z, op));
   CODA_TRY(bind_output(L.epi, P::kOutDz, args.dz_out, op));
   CODA_TRY(bind_output(L.epi, P::kOutO, args.o_out, op));
   L.epi.row_sums[P::kRowZdZ] = partial_of(args.zdz_partials);

@@ -153,7 +153,7 @@ int sm_count() {
   return n;
 }
 
-Status bind_tma_tile(EpiParams& epi, int slot, const TensorView& t, const char* op, int box_rows) {
+Status bind_tma_tile(EpiParams& epi, int slot, const TensorView& t, const char* op) {
   sm90::EpiTile& tile = epi.tiles[slot];
   tile = sm90::EpiTile{};
   if (!t.defined()) return {};
@@ -165,7 +165,7 @@ Status bind_tma_tile(EpiParams& epi, int slot, const TensorView& t, const char* 
   if (rows <= 1) row_bytes = (cols * 2 + 15) / 16 * 16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t box[2] = {64, 64};
   const cuuint32_t elem[2] = {1, 1};
   EncodeTiled encode = encode_fn();
   if (!encode) return Status::cuda_error(std::string(op) + ": the driver does not provide cuTensorMapEncodeTiled");

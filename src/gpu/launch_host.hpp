@@ -33,9 +33,8 @@ int64_t lead_stride(const TensorView& t, bool kmaj);
 // A TMA store descriptor for an M x cols row-major output in epilogue slot `slot`: boxes of 64
 // rows x (64 >> shift) columns (at most 128 bytes), swizzled like the kernel's staging.
 Status bind_output(sm90::EpiParams& epi, int slot, const TensorView& t, const char* op, int shift = 0);
-// A TMA-staged tile operand (16-bit dtypes): box_rows-row x 64-column boxes (epi::tile_box_rows of
-// the program: 64, or 16 where each warp loads its own rows), 128B swizzle.
-Status bind_tma_tile(sm90::EpiParams& epi, int slot, const TensorView& t, const char* op, int box_rows);
+// A TMA-staged tile operand (16-bit dtypes): 64-row x 64-column boxes, 128B swizzle.
+Status bind_tma_tile(sm90::EpiParams& epi, int slot, const TensorView& t, const char* op);
 // A tile operand read element-wise from global memory.
 void bind_tile(sm90::EpiParams& epi, int slot, const TensorView& t);
 // An fp32 partial tensor.

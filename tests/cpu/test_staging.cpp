@@ -74,10 +74,6 @@ TEST(Staging, OutputsStagedOverTilesOrStoredDirectlyTakeNoArenaBytes) {
   EXPECT_EQ(epi::arena_bytes(rb), 8192);   // y only (dx over dres)
   EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 16384);
   EXPECT_EQ(epi::arena_bytes(programs::Swiglu::kResources), 16384);
-  // Per-warp refills: 16-row TMA boxes for the SwiGLU backward's z, 64-row ones elsewhere.
-  EXPECT_EQ(epi::tile_box_rows(sb), 16);
-  EXPECT_EQ(epi::tile_box_rows(rb), 64);
-  EXPECT_EQ(epi::tile_box_rows(programs::ResidualRmsNormPartial::kResources), 64);
   // The same double-width output staged: 8 KiB more.
   EXPECT_EQ(epi::arena_bytes(epi::Resources{0, 0, 0, 1, 0, 0, 0, 0, 1, 1}), 24576);
   // Both outputs over tiles: the arena keeps its 1 KiB minimum.

@@ -66,9 +66,6 @@
 //                                  of the same width (set with epi::stage_in_tile); see below
 //   direct_outs                    GPU staging: bit mask of double-width outputs stored from
 //                                  registers straight to global memory (set with epi::store_direct)
-//   warp_refill                    GPU staging: 1 loads the tile operands per warp (its 16 rows of a
-//                                  chunk, one 64-column box at a time) and refills each box as soon
-//                                  as the warp has read it (epi::refill_per_warp); see below
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -98,7 +95,6 @@ struct Resources {
   int visit_chunks = 0;
   int out_tiles = 0;  // 4 bits per output o: 1 + the tile operand its chunk is staged over, 0: none
   int direct_outs = 0;
-  int warp_refill = 0;
 };
 
 // r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
@@ -129,18 +125,6 @@ constexpr Resources store_direct(Resources r, int o) {
   return r;
 }
 constexpr bool out_direct(Resources r, int o) { return (r.direct_outs >> o) & 1; }
-
-// r with the tile operands loaded per warp: each warp of a consumer warpgroup loads its own 16 rows
-// of a chunk's tiles, one 64-column box at a time, and loads the next chunk's box as soon as it has
-// visited this one, while it visits the chunk's other box. For one-slot tile rings (the mainloop
-// took the second slot's bytes) without outputs staged over the tiles: with the whole chunk loaded
-// at once, each chunk waited out one load. Double-width tiles have two boxes a chunk.
-constexpr Resources refill_per_warp(Resources r) {
-  r.warp_refill = 1;
-  return r;
-}
-// The rows of a tile operand's TMA box (the host's descriptor and the kernel's loads).
-constexpr int tile_box_rows(Resources r) { return r.warp_refill ? 16 : 64; }
 
 // The tile operand output o is staged over, or -1 (the staging arena).
 constexpr int out_tile(Resources r, int o) { return ((r.out_tiles >> (4 * o)) & 15) - 1; }

@@ -83,7 +83,7 @@ template <int kSlotBytes, int kSlots>
 struct TileRingStorage<0, kSlotBytes, kSlots> {};
 template <int kTiles>
 struct TileRingBarriers {
-  uint64_t full[2][8];  // [warpgroup][slot; per-warp refills (epi::refill_per_warp): 2 warp + box]
+  uint64_t full[2][2];  // [warpgroup][slot]
 };
 template <>
 struct TileRingBarriers<0> {};
@@ -198,12 +198,6 @@ struct Sm90Gemm {
   static constexpr int capped(int s) { return s < Stages ? s : Stages; }
   static constexpr int kRingSlots = capped(stages_fit(2)) >= 4 && capped(stages_fit(2)) >= capped(stages_fit(1)) ? 2 : 1;
   static constexpr int kStagesFit = stages_fit(kRingSlots);
-  // Per-warp refills (epi::refill_per_warp): each warp loads its kBoxRows rows of the chunk's tiles
-  // box by box (kParts 64-column boxes a chunk: 2 where every tile is double width) into the one
-  // slot, and visits the chunk box by box, refilling each box for the next chunk once it has read it.
-  static constexpr bool kWarpRefill = kRes.warp_refill != 0;
-  static constexpr int kBoxRows = epi::tile_box_rows(kRes);
-  static constexpr int kParts = kWarpRefill && kRes.wide_tiles == (1 << kTmaTiles) - 1 ? 2 : 1;
   static constexpr int kStages = Stages < kStagesFit ? Stages : kStagesFit;
   static_assert(kStages >= 2, "no room for a two-stage mainloop");
 
@@ -382,9 +376,6 @@ struct Sm90Gemm {
   // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
   // global memory: addresses the compiler cannot tell apart) read their tile words ahead.
   static constexpr bool kReadAhead = kInTileOuts || kDirectOut >= 0;
-  static_assert(!kWarpRefill || (kTmaTiles > 0 && kRingSlots == 1 && !kInTileOuts &&
-                                 (kRes.wide_tiles == 0 || kRes.wide_tiles == (1 << kTmaTiles) - 1)),
-                "epi::refill_per_warp: a one-slot tile ring, no output staged over a tile, tiles of one width");
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -647,25 +638,21 @@ struct Sm90Gemm {
   // Programs with outputs staged over a tile operand: the interior visit reads each pair's tile
   // words this many pairs ahead (ChunkCtx::pre).
   static constexpr int kPreAhead = 4;
-  // Pair slots jj in [j0, j1) only (one box of a chunk visited box by box, kParts; the caller's
-  // unrolled loop makes both constants).
   template <bool kChecked, int kOff, int OutDt, int TileDt, class Accum>
   CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
-                                      const Accum& accum, int m0, int n0, int j0, int j1) {
+                                      const Accum& accum, int m0, int n0) {
     constexpr bool kPre = kReadAhead && !kChecked;
     ctx.pre_on = kPre;
     if constexpr (kPre) {
       CUTE_UNROLL
-      for (int s = 0; s < 16; ++s)
-        if (s >= 2 * j0 && s < 2 * j0 + kPreAhead && s < 2 * j1) ctx.preload(s);
+      for (int s = 0; s < kPreAhead; ++s) ctx.preload(s);
     }
     CUTE_UNROLL
     for (int jj = 0; jj < 8; ++jj) {
-      if (jj < j0 || jj >= j1) continue;
       CUTE_UNROLL
       for (int b = 0; b < 2; ++b) {
         if constexpr (kPre) {
-          if (2 * jj + b + kPreAhead < 2 * j1) ctx.preload(2 * jj + b + kPreAhead);
+          if (2 * jj + b + kPreAhead < 16) ctx.preload(2 * jj + b + kPreAhead);
         }
         epi::Frag f;
         f.m = m0 + 8 * b;
@@ -781,26 +768,6 @@ struct Sm90Gemm {
           for (int bx = 0; bx < per / 2; ++bx)
             tma_load_2d(&p.epi.tiles[i].tma, cute::cast_smem_ptr_to_uint(slot + bx * kBox), bar,
                         cn0 / 2 * per + 64 * bx, cm0);
-        }
-    }
-  }
-  // Per-warp refills: issue warp `warp`'s loads of box `box` of the chunk at (cm0, cn0), its kBoxRows
-  // rows, into the slot (nothing when the chunk lies outside M x N). One lane of the warp.
-  CUTE_DEVICE static void issue_warp_tile_loads(const Params& p, uint8_t* ring, uint64_t* full, int warp, int box,
-                                                int cm0, int cn0) {
-    if constexpr (kTmaTiles > 0) {
-      if (cm0 >= p.m || cn0 >= p.n) return;
-      uint64_t* bar = &full[2 * warp + box];
-      constexpr int kBox = kChunkRows * 128, kWarpBox = kBoxRows * 128;
-      int bytes = 0;
-      for (int i = 0; i < kTmaTiles; ++i)
-        if (p.epi.tiles[i].ptr) bytes += kWarpBox;
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, uint32_t(bytes));
-      for (int i = 0; i < kTmaTiles; ++i)
-        if (p.epi.tiles[i].ptr) {
-          uint8_t* slot = ring + i * kTileSlotBytes;
-          tma_load_2d(&p.epi.tiles[i].tma, cute::cast_smem_ptr_to_uint(slot + box * kBox + warp * kWarpBox), bar,
-                      cn0 / 2 * epi::tile_per(kRes, i) + 64 * box, cm0 + kBoxRows * warp);
         }
     }
   }
@@ -1094,24 +1061,18 @@ struct Sm90Gemm {
       trace.mark(kTrBufWait);
       // The next chunk in visiting order: the next 64 columns of this row block while they lie
       // inside N (column blocks are contiguous), else the next row block's first (none: M).
-      auto next_chunk = [&](int& nm0, int& nn0) {
-        nm0 = cm0;
-        nn0 = cn0 + kChunkCols;
+      auto issue_next_tile_loads = [&] {
+        int nm0 = cm0, nn0 = cn0 + kChunkCols;
         if (nn0 >= gn0 + kTileN || nn0 >= p.n) {
           nm0 = p.m;
           if (mi + 1 < kMmaM) row_block_origin(mma_thread_idx, mi + 1, gm0, gn0, nm0, nn0);
         }
-      };
-      auto issue_next_tile_loads = [&] {
-        int nm0, nn0;
-        next_chunk(nm0, nn0);
         issue_tile_loads(p, ring, full, chunk_count + 1, nm0, nn0);
       };
       // 1b. tile operands: two slots: prefetch the next chunk's (its slot was read by the
       //     previous chunk, finished by now); then wait for this chunk's (issued one chunk, or
-      //     one mainloop, ago; one slot: at the previous chunk's publish, step 3; per-warp
-      //     refills: each box's in step 2).
-      if constexpr (kTmaTiles > 0 && !kWarpRefill) {
+      //     one mainloop, ago; one slot: at the previous chunk's publish, step 3).
+      if constexpr (kTmaTiles > 0) {
         if (ring_on) {
           if (kRingSlots == 2 && t == 0) issue_next_tile_loads();
           cutlass::arch::ClusterTransactionBarrier::wait(&full[chunk_count % kRingSlots],
@@ -1178,34 +1139,15 @@ struct Sm90Gemm {
           acc.rot_phase = phase;
         }
       }
-      // box by box (kParts; per-warp refills: wait for the warp's rows of the box, visit them, then
-      // load the next chunk's box into them while the next box is visited)
-      CUTE_UNROLL
-      for (int part = 0; part < kParts; ++part) {  // unrolled: the pair range is constant in each copy
-        const int j0 = 8 / kParts * part, j1 = j0 + 8 / kParts;
-        if constexpr (kWarpRefill) {
-          if (ring_on) cutlass::arch::ClusterTransactionBarrier::wait(&full[2 * warp + part], uint32_t(chunk_count & 1));
-        }
-        if (p.debug & 2) {
-          // diagnostics: staging and stores without the program
-        } else if constexpr (!kChecked) {
-          with_flags(flags_of(p.program), [&](auto mask) {
-            visit_chunk<false, kOff>(p, pinned<decltype(mask)::value>(p.program), ctx, accum, gm0 + r0,
-                                     gn0 + c0 + 64 * cj, j0, j1);
-          });
-        } else {
-          visit_chunk<true, kOff>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj, j0, j1);
-        }
-        if constexpr (kWarpRefill) {
-          if (ring_on) {
-            __syncwarp();  // every lane of the warp has read its rows of the box
-            if (lane == 0) {
-              int nm0, nn0;
-              next_chunk(nm0, nn0);
-              issue_warp_tile_loads(p, ring, full, warp, part, nm0, nn0);
-            }
-          }
-        }
+      if (p.debug & 2) {
+        // diagnostics: staging and stores without the program
+      } else if constexpr (!kChecked) {
+        with_flags(flags_of(p.program), [&](auto mask) {
+          visit_chunk<false, kOff>(p, pinned<decltype(mask)::value>(p.program), ctx, accum, gm0 + r0,
+                                   gn0 + c0 + 64 * cj);
+        });
+      } else {
+        visit_chunk<true, kOff>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       }
       if (!(p.debug & 2)) {
         // chunk-level reductions: the LSE fold, the segments of the chunk, the rotation table's key
@@ -1260,7 +1202,7 @@ struct Sm90Gemm {
       // over a tile operand is stored from the slot (issue_tile_loads waits for those stores to
       // have read it; issued before them, the loads overwrote the outputs: cooperative variant,
       // GpuOps tests, H200).
-      if constexpr (kTmaTiles > 0 && kRingSlots == 1 && !kWarpRefill) {
+      if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
         if (ring_on && t == 0) issue_next_tile_loads();
       }
       ++chunk_count;
@@ -1339,7 +1281,7 @@ struct Sm90Gemm {
     if constexpr (kTmaTiles > 0) {
       if (thread_idx == 0) {
         for (int w = 0; w < 2; ++w)
-          for (int b = 0; b < 8; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring_bar.full[w][b], 1);
+          for (int b = 0; b < 2; ++b) cutlass::arch::ClusterTransactionBarrier::init(&shared.ring_bar.full[w][b], 1);
         cutlass::arch::fence_barrier_init();
       }
     }
@@ -1447,14 +1389,10 @@ struct Sm90Gemm {
         auto accum = partition_fragment_C(tiled_mma, take<0, 2>(TileShape{}));
         const bool run_epilogue = tm < p.tiles_m && tn < p.tiles_n && !(p.debug & 1);
         // Tile operands of the tile's first chunk: loaded during the mainloop.
-        if (kTmaTiles > 0 && ring_on && run_epilogue && thread_idx % (kWarpRefill ? 32 : 128) == 0) {
+        if (kTmaTiles > 0 && ring_on && run_epilogue && thread_idx % 128 == 0) {
           int cm0, cn0;
           row_block_origin(mma_thread_idx, 0, tm * kTileM, tn * kTileN, cm0, cn0);
-          if constexpr (kWarpRefill) {
-            for (int b = 0; b < kParts; ++b) issue_warp_tile_loads(p, ring, full, warp_in_group, b, cm0, cn0);
-          } else {
-            issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
-          }
+          issue_tile_loads(p, ring, full, chunk_count, cm0, cn0);
         }
         if (run_epilogue) load_tile_operands(p, tr, tm, tn, mma_thread_idx);
         // NOTES: mma and mma_tail stay in one branch: in-flight wgmma accumulators must not cross a

@@ -57,11 +57,9 @@ struct SwigluBackward {
   static constexpr int kOutDz = 0, kOutO = 1;
   static constexpr int kRowZdZ = 0;
   // ZdZ row partials; z staged by TMA; z and dz twice the accumulator's width; dz stored from
-  // registers (epi::store_direct), so each warp refills its rows of z's ring slot as soon as it has
-  // read them (epi::refill_per_warp); one chunk per visit (two: ptxas spilled 8 bytes, kernel-start
-  // values reloaded per tile)
-  static constexpr epi::Resources kResources = epi::one_chunk_visits(
-      epi::refill_per_warp(epi::store_direct({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz}, kOutDz)));
+  // registers (epi::store_direct), so z's ring slot is free for the next chunk once it is read
+  static constexpr epi::Resources kResources =
+      epi::store_direct({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz}, kOutDz);
   static constexpr uint32_t kHasO = 1, kHasZdZ = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;
