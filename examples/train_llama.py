@@ -394,8 +394,12 @@ def train(engine, transformers, coda, shape, tokens, args, par):
 # ---- records, comparisons, plot ------------------------------------------------------------------------------
 
 def repo_commit():
-    """The checkout's commit as coda bench writes it (12 hex digits, -dirty with uncommitted changes to
-    tracked files), else $CODA_COMMIT (a copy without .git), else unknown."""
+    """The commit as coda bench records it (cmake/commit.cmake, bench/peers.py): $CODA_COMMIT when set
+    (a copy of the tree whose .git is not the commit run, like the device machine's copy of a
+    checkout), else the checkout's commit (12 hex digits, -dirty with uncommitted changes to tracked
+    files), else unknown."""
+    if os.environ.get("CODA_COMMIT"):
+        return os.environ["CODA_COMMIT"]
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
@@ -406,7 +410,7 @@ def repo_commit():
             return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("CODA_COMMIT", "unknown")
+    return "unknown"
 
 
 def write_json(path, obj):
