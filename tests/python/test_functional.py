@@ -12,10 +12,12 @@
    at most 2x that of the same eager graph run in bf16 (the unfused PyTorch pipeline), plus 1e-4.
 Fresh random inputs and cotangents every run (the seed is printed).
 
-The Functions with a fused backward (CODA_FUSED_BACKWARD=1: llama3_block, rmsnorm_qkv_rope) run
-every check of their backward on both paths, the composed and the fused one, and each such test
-also checks which path ran (the calls of coda's backward operators, or of the fused path's float64
-reference helpers); test_fused_backward_agrees_with_composed compares the two paths.
+The Functions with a fused backward (llama3_block, rmsnorm_qkv_rope; the fused one is the default,
+CODA_FUSED_BACKWARD=0 selects the composed one) run every check of their backward on both paths,
+the fused one with the variable unset (so that the default is what is tested) and the composed one
+with it set to "0", and each such test also checks which path ran (the calls of coda's backward
+operators, or of the fused path's float64 reference helpers); test_fused_backward_agrees_with_composed
+compares the two paths, test_backward_path_switch the variable's values.
 """
 
 import math
@@ -167,12 +169,13 @@ def with_paths(names):
 
 
 def select_backward(monkeypatch, path, module=coda.ops, names=BACKWARD_OPS):
-    """CODA_FUSED_BACKWARD=1 for the fused path, unset for the composed one; every function in
-    `names` of `module` wrapped to count its calls. Returns {name: calls} (filled as the test runs)."""
+    """CODA_FUSED_BACKWARD unset for the fused path (the default), "0" for the composed one; every
+    function in `names` of `module` wrapped to count its calls. Returns {name: calls} (filled as the
+    test runs)."""
     if path == "fused":
-        monkeypatch.setenv("CODA_FUSED_BACKWARD", "1")
-    else:
         monkeypatch.delenv("CODA_FUSED_BACKWARD", raising=False)
+    else:
+        monkeypatch.setenv("CODA_FUSED_BACKWARD", "0")
     calls = dict.fromkeys(names, 0)
     for op in names:
         def spy(*args, _real=getattr(module, op), _op=op, **kwargs):
@@ -262,9 +265,9 @@ def test_torch_compile_fullgraph_with_backward(gen, name, path, monkeypatch):
     """torch.compile(fullgraph=True) traces the Functions, their composed backward included (a
     graph break there is an error under fullgraph), and the compiled gradients keep the rule. The
     block's backward uses every helper of the other Functions'; the LM head's has the in-place
-    dlogits and the run-twice guard. The block's fused backward (CODA_FUSED_BACKWARD=1, read when
-    the graph is traced) calls the same emulator operators as eagerly: the same bits, which the
-    composed backward would not give."""
+    dlogits and the run-twice guard. The block's fused backward (the default; CODA_FUSED_BACKWARD
+    is read when the graph is traced) calls the same emulator operators as eagerly: the same bits,
+    which the composed backward would not give."""
     select_backward(monkeypatch, path, names=())  # no spies: a counter is a side effect dynamo refuses
     fused, eager, ins = case(name, gen)
     want, want_grads, cot = run(eager, [t.to(F64) for t in ins.values()], None)
@@ -315,13 +318,14 @@ AGREE = 1.5e-2  # the paths round differently (fused: fp32 epilogues on x; compo
 
 @pytest.mark.parametrize("grads", ["all", "x2 only", "qkv only", "activations only", "expanded"])
 def test_fused_backward_agrees_with_composed(gen, grads, monkeypatch):
-    """CODA_FUSED_BACKWARD=1 against the composed backward on the same inputs and cotangents:
-    llama3_block at awkward sizes (M 37, d 72, F 40; heads 5 / 2 of 12: N3 = 108, qkv rows padded
-    to 16 bytes, dqkv copied to such rows), every gradient against float64 under the rule and the two
-    paths within AGREE of each other; then rmsnorm_qkv_rope alone. The cotangent reaching only x2
-    (dqkv None), only qkv (dx2 None: no residual gradient to add) or frozen weights and norm weights
-    (no y / o recomputed) exercise the fused schedule's branches; sums of the outputs give
-    expanded cotangents (stride 0), which the fused path copies into tile rows."""
+    """The fused backward (the default) against the composed one (CODA_FUSED_BACKWARD=0) on the same
+    inputs and cotangents: llama3_block at awkward sizes (M 37, d 72, F 40; heads 5 / 2 of 12:
+    N3 = 108, qkv rows padded to 16 bytes, dqkv copied to such rows), every gradient against float64
+    under the rule and the two paths within AGREE of each other; then rmsnorm_qkv_rope alone. The
+    cotangent reaching only x2 (dqkv None), only qkv (dx2 None: no residual gradient to add) or
+    frozen weights and norm weights (no y / o recomputed) exercise the fused schedule's branches;
+    sums of the outputs give expanded cotangents (stride 0), which the fused path copies into tile
+    rows."""
     heads = (5, 2, 12)
     fused, eager, ins = case("llama3_block", gen, m=37, k=72, d=72, f=40, heads=heads)
     values = [t.to(BF16) for t in ins.values()]
@@ -370,6 +374,30 @@ def test_fused_backward_agrees_with_composed(gen, grads, monkeypatch):
         grads_by_path[path] = [t.grad for t in leaves]
     for n, c, f in zip("hwr", grads_by_path["composed"], grads_by_path["fused"]):
         assert rel_error(f, c) < AGREE, f"rmsnorm_qkv_rope d{n}: {rel_error(f, c)} apart"
+
+
+@pytest.mark.parametrize("value,path", [(None, "fused"), ("1", "fused"), ("", "fused"), ("0", "composed")])
+def test_backward_path_switch(gen, value, path, monkeypatch):
+    """CODA_FUSED_BACKWARD unset (the default), "1" or any other value but "0": llama3_block and
+    rmsnorm_qkv_rope run the fused backward (their calls of coda's backward operators); exactly "0":
+    the composed one (none of those calls). The variable is read at the forward: the backward follows
+    the forward's choice, whatever the variable says when it runs."""
+    calls = select_backward(monkeypatch, path)  # the spies; the variable is set below
+    for name in ("llama3_block", "rmsnorm_qkv_rope"):
+        if value is None:
+            monkeypatch.delenv("CODA_FUSED_BACKWARD", raising=False)
+        else:
+            monkeypatch.setenv("CODA_FUSED_BACKWARD", value)
+        assert coda.functional._fused_backward() == (path == "fused")
+        fn, _, ins = case(name, gen)
+        leaves = [(t if n in UNROUNDED else t.to(BF16)).requires_grad_() for n, t in ins.items()]
+        out = fn(*leaves)
+        out = (out,) if isinstance(out, torch.Tensor) else out
+        monkeypatch.setenv("CODA_FUSED_BACKWARD", "0" if path == "fused" else "1")  # too late to matter
+        sum(o.float().sum() for o in out).backward()
+        assert all(t.grad is not None for t in leaves), name
+        assert_ops_called(calls, name, path)
+        calls.update(dict.fromkeys(calls, 0))
 
 
 # ---- the LM head in training mode -----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """coda.functional on a CUDA device: llama3_block and rmsnorm_qkv_rope, forward and backward on both
-backward paths (composed; fused with CODA_FUSED_BACKWARD=1), through coda's sm_90a kernels.
+backward paths (fused, the default; composed with CODA_FUSED_BACKWARD=0), through coda's sm_90a
+kernels.
 
 The checks of test_functional.py (test_gradients_against_float64, test_fused_backward_agrees_with_
 composed) at GPU-sized shapes, with its eager graphs and path helpers: every output and every

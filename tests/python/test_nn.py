@@ -3,8 +3,9 @@ the same model unpatched, under design.md's rule (float64 unpatched = the truth,
 the unfused PyTorch pipeline, bf16 patched = coda; the rule per tensor). coda.nn models run with
 transformers blocked from import; transformers' LlamaForCausalLM (skipped without transformers)
 with a vocabulary of 32003, whose stored logits need padded rows. Fresh random weights every run.
-The fully patched models (their layers joined by llama3_block) run on both backward paths: the
-composed one and CODA_FUSED_BACKWARD=1 (checked by the calls of coda's fused backward operators).
+The patched models that run llama3_block or rmsnorm_qkv_rope run on both backward paths: the fused
+one (the default: CODA_FUSED_BACKWARD unset) and the composed one (CODA_FUSED_BACKWARD=0), checked by
+the calls of coda's fused backward operators.
 """
 
 import copy
@@ -30,17 +31,24 @@ FLAGS = {
     "rmsnorm-only": dict(swiglu=False, rope=False, lm_head_loss=False),
     "no-rmsnorm": dict(rmsnorm=False),
 }
-# (flags, backward path): the fused backward where llama3_block and rmsnorm_qkv_rope run ("all").
-CASES = [(f, "composed") for f in FLAGS] + [("all", "fused")]
+# (flags, backward path): the fused backward (the default) where llama3_block and rmsnorm_qkv_rope run
+# ("all"; "no-rmsnorm": rmsnorm_qkv_rope without rstd, no llama3_block).
+CASES = [(f, "composed") for f in FLAGS] + [("all", "fused"), ("no-rmsnorm", "fused")]
+# The fused backward operators one training step calls on the fused path (two layers).
+FUSED_CALLS = {
+    # one llama3_block (1 RoPE, 2 RMSNorm, 1 SwiGLU backward) and the first layer's rmsnorm_qkv_rope
+    "all": {"rope_backward": 2, "gemm_rmsnorm_backward": 2, "gemm_swiglu_backward": 1},
+    "no-rmsnorm": {"rope_backward": 2},  # each layer's rmsnorm_qkv_rope
+}
 
 
 def select_backward(monkeypatch, path):
-    """CODA_FUSED_BACKWARD=1 for the fused path (unset otherwise); counts the calls of coda's fused
-    backward operators. Returns {op: calls}."""
+    """CODA_FUSED_BACKWARD unset for the fused path (the default), "0" for the composed one; counts
+    the calls of coda's fused backward operators. Returns {op: calls}."""
     if path == "fused":
-        monkeypatch.setenv("CODA_FUSED_BACKWARD", "1")
-    else:
         monkeypatch.delenv("CODA_FUSED_BACKWARD", raising=False)
+    else:
+        monkeypatch.setenv("CODA_FUSED_BACKWARD", "0")
     calls = {}
     for op in ("rope_backward", "gemm_rmsnorm_backward", "gemm_swiglu_backward"):
         def spy(*args, _real=getattr(coda.ops, op), _op=op, **kwargs):
@@ -91,10 +99,7 @@ def test_coda_nn_patch(gen, flags, path, monkeypatch):
     config = coda.nn.LlamaConfig(vocab_size=517, tie_word_embeddings=flags == "all",
                                  rope_scaling=dict(factor=8.0, original_max_position_embeddings=16), **TINY)
     check_parity(randomize(coda.nn.LlamaForCausalLM(config), gen), gen, 517, FLAGS[flags])
-    # Two layers: one llama3_block (its schedule: 1 RoPE, 2 RMSNorm, 1 SwiGLU backward), the first
-    # layer's rmsnorm_qkv_rope (1 RoPE backward).
-    assert calls == ({"rope_backward": 2, "gemm_rmsnorm_backward": 2, "gemm_swiglu_backward": 1}
-                     if path == "fused" else {}), calls
+    assert calls == (FUSED_CALLS[flags] if path == "fused" else {}), calls
 
 
 def test_decoder_layer_on_its_own(gen):
