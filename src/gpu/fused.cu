@@ -24,7 +24,8 @@ using sm90::LaunchArgs;
 // epilogue stages 64 rows of every output per chunk in epi::arena_bytes per warpgroup (16 KiB, 8 KiB
 // more per double-width output; half-width outputs take half, double-width ones twice), so fp32
 // outputs of two-output operators do not fit; outputs staged over a tile operand
-// (epi::stage_in_tile) take no arena bytes and must be 16-bit.
+// (epi::stage_in_tile) take no arena bytes and must be 16-bit; outputs stored from registers
+// (epi::store_direct) take none, in any output dtype.
 template <class Program>
 Status check_staging(const char* op, const sm90::EpiParams& e) {
   constexpr epi::Resources R = epi::resources_of<Program>();

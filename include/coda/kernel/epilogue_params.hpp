@@ -42,7 +42,7 @@ struct EpiPartial {  // an fp32 partial-reduction tensor [rows, cols] with row s
   int seg_shift = 0;   // segments: log2 of the columns per segment
 };
 
-struct EpiOutput {  // an M x cols tensor written through shared memory and TMA
+struct EpiOutput {  // an M x cols tensor written through shared memory and TMA (or from registers)
   CUtensorMap tma;  // box: 64 rows x 128 bytes, 128-byte swizzle
   void* ptr = nullptr;  // outputs stored from registers (epi::store_direct)
   int64_t ld = 0;       // row stride in elements
