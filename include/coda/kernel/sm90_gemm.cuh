@@ -282,7 +282,8 @@ struct Sm90Gemm {
     int debug;        // diagnostics (CODA_DEBUG_EPILOGUE), bits: 1 = skip the epilogue, 2 = skip the program
                       // only, 4 = count cycles per phase into trace (Trace; builds with -DCODA_EPI_TRACE),
                       // 8 = no tile-operand loads (the program reads stale shared memory), 16 = no output
-                      // stores (staged, never written); 8 and 16 isolate the epilogue's memory traffic;
+                      // stores (staged, never written; outputs stored from registers, epi::store_direct,
+                      // still are); 8 and 16 isolate the epilogue's memory traffic;
                       // 32 = no wait for the staging buffer (races with its previous TMA store: timing only)
     unsigned long long* trace;  // kTrCount counters (debug & 4), summed over the consumer warpgroups
   };
