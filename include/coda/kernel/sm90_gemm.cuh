@@ -371,8 +371,9 @@ struct Sm90Gemm {
     return -1;
   }
   static constexpr int kDirectOut = direct_out();
-  static_assert(kRes.direct_outs == 0 || (kRes.direct_outs == (1 << kDirectOut) && out_per(kDirectOut) == 4 &&
-                                          out_tile(kDirectOut) < 0),
+  static constexpr int kDirectBit = kDirectOut < 0 ? 0 : kDirectOut;  // (no negative shift below)
+  static_assert(kRes.direct_outs == 0 || (kRes.direct_outs == (1 << kDirectBit) && out_per(kDirectBit) == 4 &&
+                                          out_tile(kDirectBit) < 0),
                 "epi::store_direct: one double-width output, not staged over a tile");
   // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
   // global memory: addresses the compiler cannot tell apart) read their tile words ahead.
