@@ -13,9 +13,9 @@ Before each coda run the CUDA caching allocator's free blocks are filled with 0x
 bf16, fp16 and fp32), so an output element no kernel writes reads as NaN instead of a stale, correct
 value left by the previous run in the same block.
 
-Skipped without CUDA. CODA_TEST_DEVICE overrides the device (default "cuda"): CODA_TEST_DEVICE=cpu
-runs the same checks on the CPU emulator (no skip, no allocator poisoning), which checks the test
-itself on a machine without a GPU:
+Skipped without CUDA and a Hopper (sm_90) GPU. CODA_TEST_DEVICE overrides the device (default
+"cuda"): CODA_TEST_DEVICE=cpu runs the same checks on the CPU emulator (no skip, no allocator
+poisoning), which checks the test itself on a machine without a GPU:
 
     CODA_TEST_DEVICE=cpu CODA_LIBRARY=build/lib/libcoda.so python3 tests/python/run.py -k gpu
 
@@ -36,8 +36,14 @@ from test_functional import (AGREE, EPS, assert_ops_called, eager_block, eager_q
 DEVICE = torch.device(os.environ.get("CODA_TEST_DEVICE") or "cuda")
 FP32 = torch.float32
 
-pytestmark = pytest.mark.skipif(DEVICE.type == "cuda" and not torch.cuda.is_available(),
-                                reason="needs CUDA (CODA_TEST_DEVICE=cpu runs these checks on the emulator)")
+def _hopper():
+    from coda import _lib
+    return torch.cuda.is_available() and _lib.lib.coda_device_check(0) == 0
+
+
+pytestmark = pytest.mark.skipif(DEVICE.type == "cuda" and not _hopper(),
+                                reason="needs torch with CUDA and an sm_90 GPU (CODA_TEST_DEVICE=cpu runs these "
+                                       "checks on the emulator)")
 
 # name -> (function, shape): M tokens, d hidden, F FFN width, heads (hq, hkv, hd); y0 has hq hd columns.
 CASES = {
