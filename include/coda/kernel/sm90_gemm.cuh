@@ -506,8 +506,12 @@ struct Sm90Gemm {
         return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
       return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
     }
+    // The direct output's (epi::store_direct) address at its column n of the pair.
+    CUTE_DEVICE uint8_t* direct_at(const epi::Frag& f, int n) const {
+      return dptr[b_of(f)] + (16 * jj_of(f) + n - 2 * f.n) * kEs;
+    }
     CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
-      uint8_t* a = o == kDirectOut ? dptr[b_of(f)] + (16 * jj_of(f) + n - 2 * f.n) * kEs : out_at(o, f, n);
+      uint8_t* a = o == kDirectOut ? direct_at(f, n) : out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         *reinterpret_cast<unsigned short*>(a) = __bfloat16_as_ushort(h);
@@ -521,56 +525,35 @@ struct Sm90Gemm {
         return v;
       }
     }
+    // A packed pair h of 16-bit values for output o at column n: staged with a store of h's own
+    // type; the direct output's (epi::store_direct) interior visit keeps a pair's first half
+    // (n = 2 f.n) and writes both halves with one 8-byte store at its second (the program stores them
+    // in this order); its checked visit, whose pair may lack the second half, stores each at once.
+    template <class H>
+    CUTE_DEVICE void put2(int o, const epi::Frag& f, int n, uint8_t* a, const H& h) const {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
+      if (o != kDirectOut) *reinterpret_cast<H*>(a) = h;
+      else if (!pre_on) *reinterpret_cast<uint32_t*>(a) = w;
+      else if (n == 2 * f.n) dstash = w;
+      else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash, w);
+    }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
-      if (o == kDirectOut) return store2_direct(f, n, v0, v1);
-      uint8_t* a = out_at(o, f, n);
+      uint8_t* a = o == kDirectOut ? direct_at(f, n) : out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-        *reinterpret_cast<__nv_bfloat162*>(a) = h;
+        put2(o, f, n, a, h);
         // The stored values back as fp32: one shift and one mask (__low2float / __high2float are a
         // byte permute and a multiply each in SASS).
         const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
         return {__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)};
       } else if constexpr (OutDt == kDtFP16) {
         const __half2 h = __floats2half2_rn(v0, v1);
-        *reinterpret_cast<__half2*>(a) = h;
+        put2(o, f, n, a, h);
         return {__low2float(h), __high2float(h)};
       } else {
         *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
         return {v0, v1};
-      }
-    }
-    // The direct output's columns (n, n + 1) of the pair, 2 f.n <= n < 2 f.n + 4, straight to global
-    // memory. The interior visit keeps the pair's first half (n = 2 f.n) and writes both halves
-    // with one 8-byte store at its second (the program stores them in this order); the checked
-    // visit, whose pair may lack its second half, stores each at once.
-    CUTE_DEVICE epi::Pair store2_direct(const epi::Frag& f, int n, float v0, float v1) const {
-      const int k = n - 2 * f.n;  // 0 or 2 (a compile-time constant after inlining)
-      uint8_t* a = dptr[b_of(f)] + (16 * jj_of(f) + k) * kEs;
-      if constexpr (OutDt == kDtFP32) {
-        *reinterpret_cast<float2*>(a) = make_float2(v0, v1);
-        return {v0, v1};
-      } else {
-        uint32_t w;
-        epi::Pair r;
-        if constexpr (OutDt == kDtBF16) {
-          const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-          w = *reinterpret_cast<const uint32_t*>(&h);
-          r = {__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)};
-        } else {
-          const __half2 h = __floats2half2_rn(v0, v1);
-          w = *reinterpret_cast<const uint32_t*>(&h);
-          r = {__low2float(h), __high2float(h)};
-        }
-        if (pre_on && k == 0) {
-          dstash = w;
-        } else if (pre_on) {
-          *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash, w);
-        } else {
-          *reinterpret_cast<uint32_t*>(a) = w;
-        }
-        return r;
       }
     }
     CUTE_DEVICE void row_store(int o, const epi::Frag& f, float v) const {
