@@ -6,6 +6,12 @@ BF16 = torch.bfloat16
 F64 = torch.float64
 
 
+def hopper():
+    """torch sees a CUDA device and coda's kernels run on it (an sm_90 GPU)."""
+    from coda import _lib
+    return torch.cuda.is_available() and _lib.lib.coda_device_check(0) == 0
+
+
 def randn(gen, *shape, sd=1.0, dtype=BF16):
     return (torch.randn(*shape, generator=gen, dtype=torch.float32) * sd).to(dtype)
 

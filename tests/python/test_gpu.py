@@ -29,19 +29,14 @@ import pytest
 import torch
 
 import coda
-from common import BF16, F64, assert_rule, positive, randn, rel_error
+from common import BF16, F64, assert_rule, hopper, positive, randn, rel_error
 from test_functional import (AGREE, EPS, assert_ops_called, eager_block, eager_qkv_rope, qkv_args,
                              select_backward)
 
 DEVICE = torch.device(os.environ.get("CODA_TEST_DEVICE") or "cuda")
 FP32 = torch.float32
 
-def _hopper():
-    from coda import _lib
-    return torch.cuda.is_available() and _lib.lib.coda_device_check(0) == 0
-
-
-pytestmark = pytest.mark.skipif(DEVICE.type == "cuda" and not _hopper(),
+pytestmark = pytest.mark.skipif(DEVICE.type == "cuda" and not hopper(),
                                 reason="needs torch with CUDA and an sm_90 GPU (CODA_TEST_DEVICE=cpu runs these "
                                        "checks on the emulator)")
 

@@ -14,7 +14,7 @@ import torch
 
 import coda
 
-from common import BF16, F64, assert_rule, positive, randn, rel_error, rounded
+from common import BF16, F64, assert_rule, hopper, positive, randn, rel_error, rounded
 
 # ---- helpers ----------------------------------------------------------------------------------------------
 
@@ -468,11 +468,6 @@ def test_torch_compile_fullgraph(gen):
 
 
 # ---- CUDA tensors (Hopper only) ---------------------------------------------------------------------------
-
-def hopper():
-    from coda import _lib
-    return torch.cuda.is_available() and _lib.lib.coda_device_check(0) == 0
-
 
 @pytest.mark.skipif(not hopper(), reason="needs torch with CUDA and an sm_90 GPU")
 def test_cuda_matches_the_emulator(gen):
