@@ -127,6 +127,8 @@ class Bench {
   }
   const std::vector<Row>& rows() const { return rows_; }
   bool wanted(const std::string& name) const { return selected(opt_, name); }
+  bool diag() const { return opt_.diag; }
+  Timer& timer() { return timer_; }
 
  private:
   const Options& opt_;
@@ -378,6 +380,118 @@ bool bench_lmhead(Bench& b) {
   return true;
 }
 
+// --diag for the blocks: where one block call's time goes, step by step. CUDA events around every
+// backend call of the schedule (the steps back to back as in the timed call, the L2 flushed once
+// before it); medians over runs.
+class StepClock {
+ public:
+  StepClock() = default;
+  StepClock(const StepClock&) = delete;
+  StepClock& operator=(const StepClock&) = delete;
+  ~StepClock() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  void begin_run() { used_ = 0, names_.clear(); }
+  template <class F>
+  Status step(std::string name, F&& fn) {
+    cudaEvent_t e0 = next(), e1 = next();
+    dev::check(cudaEventRecord(e0), "record");
+    const Status s = fn();
+    dev::check(cudaEventRecord(e1), "record");
+    names_.push_back(std::move(name));
+    return s;
+  }
+  // The run's step times (us), appended to each step's samples.
+  void end_run() {
+    dev::check(cudaDeviceSynchronize(), "sync");
+    samples_.resize(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      float ms = 0;
+      dev::check(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]), "elapsed");
+      samples_[i].push_back(1000.0 * ms);
+    }
+  }
+  // Each step's median (us); clears the samples.
+  std::vector<double> medians() {
+    std::vector<double> med;
+    for (std::vector<double>& v : samples_) {
+      std::sort(v.begin(), v.end());
+      med.push_back(v[v.size() / 2]);
+    }
+    samples_.clear();
+    return med;
+  }
+  // The steps' medians next to `cublas_us`, the medians of the same GEMMs through cuBLAS (in the
+  // order the schedule runs them).
+  void print(const std::string& title, const std::vector<double>& cublas_us) {
+    double fused_sum = 0, cublas_sum = 0;
+    std::printf("  steps %s (median us; cuBLAS: the same GEMMs alone, back to back)\n", title.c_str());
+    const std::vector<double> med = medians();
+    size_t g = 0;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const double us = med[i];
+      fused_sum += us;
+      const bool is_gemm = names_[i].find("gemm") != std::string::npos && g < cublas_us.size();
+      if (is_gemm) {
+        cublas_sum += cublas_us[g];
+        std::printf("    %2zu %-58s %9.1f %9.1f %6.3f\n", i, names_[i].c_str(), us, cublas_us[g], us / cublas_us[g]);
+        ++g;
+      } else {
+        std::printf("    %2zu %-58s %9.1f %9s\n", i, names_[i].c_str(), us, "-");
+      }
+    }
+    std::printf("    sum %-57s %9.1f %9.1f %6.3f\n", "", fused_sum, cublas_sum, fused_sum / cublas_sum);
+  }
+
+ private:
+  cudaEvent_t next() {
+    if (used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      dev::check(cudaEventCreate(&e), "event");
+      events_.push_back(e);
+    }
+    return events_[used_++];
+  }
+  std::vector<cudaEvent_t> events_;
+  size_t used_ = 0;
+  std::vector<std::string> names_;
+  std::vector<std::vector<double>> samples_;
+};
+
+// GpuBackend with every call timed by a StepClock; the name says the op and, for the GEMMs, M x N x K.
+class TimedBackend {
+ public:
+  TimedBackend(GpuBackend& be, StepClock& clock) : be_(be), clock_(clock) {}
+  void reset() { be_.reset(); }
+  Grain grain() const { return be_.grain(); }
+  TensorView scratch(DType t, int64_t rows, int64_t cols) { return be_.scratch(t, rows, cols); }
+
+#define CODA_TIMED_GEMM(op, Args)                                                                     \
+  Status op(const Args& a) {                                                                         \
+    return clock_.step(std::string(#op) + " " + std::to_string(a.a.rows()) + "x" +                     \
+                           std::to_string(a.b.rows()) + "x" + std::to_string(a.a.cols()),            \
+                       [&] { return be_.op(a); });                                                   \
+  }
+#define CODA_TIMED(op, Args) \
+  Status op(const Args& a) { return clock_.step(#op, [&] { return be_.op(a); }); }
+  CODA_TIMED_GEMM(gemm, GemmArgs)
+  CODA_TIMED_GEMM(gemm_residual_rmsnorm_partial, ResidualRmsNormPartialArgs)
+  CODA_TIMED_GEMM(gemm_swiglu, SwigluArgs)
+  CODA_TIMED_GEMM(gemm_rope, RopeArgs)
+  CODA_TIMED_GEMM(gemm_rmsnorm_backward, RmsNormBackwardArgs)
+  CODA_TIMED_GEMM(gemm_swiglu_backward, SwigluBackwardArgs)
+  CODA_TIMED(rms_finish, RmsFinishArgs)
+  CODA_TIMED(rope_backward, RopeBackwardArgs)
+  CODA_TIMED(row_sum_finish, RowSumFinishArgs)
+  CODA_TIMED(col_sum_finish, ColSumFinishArgs)
+#undef CODA_TIMED_GEMM
+#undef CODA_TIMED
+
+ private:
+  GpuBackend& be_;
+  StepClock& clock_;
+};
+
 bool bench_blocks(Bench& b) {
   cublasHandle_t handle = nullptr;
   dev::check(cublasCreate(&handle), "cublasCreate");
@@ -455,6 +569,37 @@ bool bench_blocks(Bench& b) {
                        return llama3_backward_unfused(unfused_be, handle, d, w, act, g);
                      });
       if (!ok) break;
+      if (b.diag()) {
+        // The schedule's order: forward o-proj, gate/up, down, QKV; backward QKV, down, gate/up,
+        // o-proj (dgrad, then wgrad: gemms[3 l + 1], gemms[3 l + 2]).
+        std::vector<dev::LtGemm*> order;
+        for (int l = 0; l < 4; ++l) order.push_back(gemms[3 * l].get());
+        for (int l = 3; l >= 0; --l) {
+          order.push_back(gemms[3 * l + 1].get());
+          order.push_back(gemms[3 * l + 2].get());
+        }
+        StepClock fused_clock, cublas_clock;
+        TimedBackend timed(fused_be, fused_clock);
+        for (int r = 0; r < 7; ++r) {
+          b.timer().once_us(
+              [&] {
+                fused_clock.begin_run();
+                timed.reset();
+                (void)llama3_forward(timed, d, w, act);
+                (void)llama3_backward(timed, d, w, act, g);
+              },
+              r);
+          fused_clock.end_run();
+          b.timer().once_us(
+              [&] {
+                cublas_clock.begin_run();
+                for (dev::LtGemm* gm : order) (void)cublas_clock.step("cublas", [&] { gm->run(nullptr); return Status{}; });
+              },
+              r);
+          cublas_clock.end_run();
+        }
+        fused_clock.print(name_fb, cublas_clock.medians());
+      }
     }
     if (!b.wanted(name)) continue;
     Row row(name, m, d.hidden, d.ffn);
