@@ -121,16 +121,6 @@ Status row_finish(const char* op, const TensorView& partials, const TensorView& 
   return launch_status(op);
 }
 
-// One thread per column: out[n] = sum_t Q[t, n] (the norm-weight gradient from per-row-granule
-// partials; consecutive threads read consecutive columns of each partial row).
-__global__ void col_finish_kernel(Mat2 part, int64_t rows, int64_t cols, Mat2 out) {
-  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (n >= cols) return;
-  float s = 0.0f;
-  for (int64_t t = 0; t < rows; ++t) s += at(part, t, n);
-  st_f(out.p, n, out.dt, s);
-}
-
 // ---- cross-entropy ------------------------------------------------------------------------------------
 
 struct CeParams {
@@ -768,6 +758,88 @@ __global__ void __launch_bounds__(256) rope_vec_kernel(uint4* q, int64_t ldq, co
   }
 }
 
+// rope_backward_kernel's vector form: one block per row, V vectors of qkv and of dqkv per thread in
+// flight; the row's head_dim / 2 angles computed once into shared memory (as rope_vec_kernel) and
+// un-rotating every q and k head. dz may be dqkv itself (each vector is read, then written, by one
+// thread). NOTES: the scalar form (a dtype switch and an angle per pair) took 175 us at the 1B
+// block's [16384, 3072] (H200, 2026-12-01), 2.3x the copy time of the 300 MB it moves.
+template <class T, int V>
+__global__ void __launch_bounds__(256)
+    rope_backward_vec_kernel(const uint4* qkv, int64_t ldq, const uint4* dqkv, int64_t ldd, uint4* dz, int64_t ldz,
+                             const int* positions, const float* freqs, int vr, int vrope, int hd, float* zdz,
+                             float zdz_scale) {
+  __shared__ __align__(16) float sn[kRopeMaxPairs];
+  __shared__ __align__(16) float cs[kRopeMaxPairs];
+  const int64_t m = blockIdx.x;
+  qkv += m * ldq, dqkv += m * ldd, dz += m * ldz;
+  const int pos = positions[m];
+  const int vh = hd / kVec;  // vectors per head
+  float acc = 0.0f;
+  for (int base = 0; base < vr; base += V * int(blockDim.x)) {
+    uint4 z[V], g[V];
+    CODA_UNROLL
+    for (int k = 0; k < V; ++k) {
+      const int i = base + k * int(blockDim.x) + int(threadIdx.x);
+      if (i < vr) z[k] = qkv[i], g[k] = dqkv[i];
+    }
+    if (base == 0) {  // uniform over the block
+      for (int j = threadIdx.x; j < hd / 2; j += blockDim.x) {
+        float s, c;
+        epi::rope_sincos_at(pos, freqs[j], &s, &c);
+        sn[j] = s;
+        cs[j] = c;
+      }
+      __syncthreads();
+    }
+    CODA_UNROLL
+    for (int k = 0; k < V; ++k) {
+      const int i = base + k * int(blockDim.x) + int(threadIdx.x);
+      if (i >= vr) continue;
+      float f[kVec], x[kVec];
+      unpack8<T>(z[k], x);
+      unpack8<T>(g[k], f);
+      CODA_UNROLL
+      for (int j = 0; j < kVec; ++j) acc += x[j] * f[j];
+      if (i < vrope) {
+        const int j0 = (i % vh) * (kVec / 2);  // the vector's first pair within its head
+        const float4 s4 = *reinterpret_cast<const float4*>(sn + j0);
+        const float4 c4 = *reinterpret_cast<const float4*>(cs + j0);
+        epi::rotate(&f[0], &f[1], -s4.x, c4.x);
+        epi::rotate(&f[2], &f[3], -s4.y, c4.y);
+        epi::rotate(&f[4], &f[5], -s4.z, c4.z);
+        epi::rotate(&f[6], &f[7], -s4.w, c4.w);
+      }
+      dz[i] = pack8<T>(f);
+    }
+  }
+  if (zdz) {  // uniform over the block
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) zdz[m] = zdz_scale * acc;
+  }
+}
+
+// Column sums of per-row-granule partials, deterministic: a block of 32 columns x kColFinishGroups
+// row groups; each thread sums its group's rows (every kColFinishGroups-th), then the groups' sums
+// are added in a fixed order. NOTES: one thread per column (a 128-row serial sum over 2048 columns
+// in 8 blocks) took ~20 us at the 1B block's [128, 2048] (H200, 2026-12-01) for a 1 MB read.
+constexpr int kColFinishGroups = 16;
+__global__ void __launch_bounds__(32 * kColFinishGroups) col_finish_kernel(Mat2 part, int64_t rows, int64_t cols,
+                                                                          Mat2 out) {
+  __shared__ float sum[kColFinishGroups][33];
+  const int lane = threadIdx.x % 32, grp = threadIdx.x / 32;
+  const int64_t n = int64_t(blockIdx.x) * 32 + lane;
+  float s = 0.0f;
+  if (n < cols)
+    for (int64_t t = grp; t < rows; t += kColFinishGroups) s += at(part, t, n);
+  sum[grp][lane] = s;
+  __syncthreads();
+  if (grp == 0 && n < cols) {
+    float total = 0.0f;
+    for (int q = 0; q < kColFinishGroups; ++q) total += sum[q][lane];
+    st_f(out.p, n, out.dt, total);
+  }
+}
+
 // ---- fast-path host helpers -------------------------------------------------------------------------
 
 template <class T>
@@ -839,8 +911,8 @@ Status col_sum_finish(const ColSumFinishArgs& args, cudaStream_t stream) {
   const int64_t cols = args.partials.cols();
   if (cols == 0) return {};
   CODA_TRY(device_prologue(op, {{"partials", args.partials}, {"out", args.out}}));
-  col_finish_kernel<<<blocks_for(cols, 256), 256, 0, stream>>>(mat_of(args.partials), args.partials.rows(), cols,
-                                                                mat_of(args.out));
+  col_finish_kernel<<<blocks_for(cols, 32), 32 * kColFinishGroups, 0, stream>>>(
+      mat_of(args.partials), args.partials.rows(), cols, mat_of(args.out));
   return launch_status(op);
 }
 
@@ -914,7 +986,24 @@ Status rope_backward(const RopeBackwardArgs& args, cudaStream_t stream) {
   if (rows == 0) return {};
   CODA_TRY(device_prologue(op, {{"qkv", args.qkv}, {"dqkv", args.dqkv}, {"positions", args.positions},
                                 {"freqs", args.freqs}, {"dz_out", args.dz_out}, {"zdz_out", args.zdz_out}}));
-  const int64_t n = args.heads.qkv_cols();
+  const int64_t n = args.heads.qkv_cols(), hd = args.heads.head_dim;
+  float* zdz = static_cast<float*>(args.zdz_out.data());
+  const auto* pos = static_cast<const int*>(args.positions.data());
+  const auto* freqs = static_cast<const float*>(args.freqs.data());
+  const DType t = args.qkv.dtype();
+  if (vec16(args.qkv) && vec16(args.dqkv) && vec16(args.dz_out) && args.dqkv.dtype() == t &&
+      args.dz_out.dtype() == t && hd % kVec == 0 && hd / 2 <= kRopeMaxPairs) {
+    constexpr int V = 4;
+    const int vr = static_cast<int>(n / kVec);
+    const auto threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(ceil_div(int64_t(vr), V), 32) * 32));
+    with_half(t, [&](auto tag) {
+      rope_backward_vec_kernel<typename decltype(tag)::type, V><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+          vecs(args.qkv), ld_vecs(args.qkv), vecs(args.dqkv), ld_vecs(args.dqkv), vecs(args.dz_out),
+          ld_vecs(args.dz_out), pos, freqs, vr, static_cast<int>(args.heads.rope_cols() / kVec), static_cast<int>(hd),
+          zdz, args.zdz_scale);
+    });
+    return launch_status(op);
+  }
   const auto threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(n / 2, 32) * 32));
   rope_backward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(
       mat_of(args.qkv), mat_of(args.dqkv), mat_of(args.dz_out), static_cast<const int*>(args.positions.data()),
