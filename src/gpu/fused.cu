@@ -187,16 +187,9 @@ Status lse_impl(const char* op, const LmHeadLseArgs& args, cudaStream_t stream) 
   return run_fused(op, args.a, args.b, L, stream);
 }
 
-}  // namespace
-
-Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
-  const char* op = "gemm_residual_rmsnorm_partial";
-  CODA_TRY(validate(args));
-  if (args.a.rows() == 0) return {};
-  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"residual", args.residual},
-                                {"norm_weight", args.norm_weight}, {"x_out", args.x_out}, {"h_out", args.h_out},
-                                {"partials", args.partials}}));
-  using P = programs::ResidualRmsNormPartial;
+// Residual + RMSNorm partial (either instance of the program; the caller has validated).
+template <class P>
+Status residual_impl(const char* op, const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
   LaunchArgs<P> L;
   L.program.flags |= args.residual.defined() ? P::kHasResidual : 0u;
   L.epi.scalars[P::kAlpha].value = args.alpha;
@@ -206,6 +199,21 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cud
   CODA_TRY(bind_output(L.epi, P::kOutH, args.h_out, op));
   L.epi.row_sums[P::kRowSumSq] = partial_of(args.partials);
   return run_fused(op, args.a, args.b, L, stream);
+}
+
+}  // namespace
+
+Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
+  const char* op = "gemm_residual_rmsnorm_partial";
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"residual", args.residual},
+                                {"norm_weight", args.norm_weight}, {"x_out", args.x_out}, {"h_out", args.h_out},
+                                {"partials", args.partials}}));
+  using Long = programs::ResidualRmsNormPartialLongK;
+  if (args.a.cols() >= Long::kMinK && args.x_out.dtype() != DType::kFP32)
+    return residual_impl<Long>(op, args, stream);
+  return residual_impl<programs::ResidualRmsNormPartial>(op, args, stream);
 }
 
 // The backward of RMSNorm in the epilogue of dy = dz W (coda-math.md 5.2), the dgrad form.

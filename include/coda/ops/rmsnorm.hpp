@@ -89,6 +89,17 @@ struct ResidualRmsNormPartial {
   }
 };
 
+// The same program for long K (the host picks it for K >= kMinK with 16-bit outputs): x staged over
+// the residual's ring slot (each pair reads its residual before it writes its x), which leaves the
+// residual one slot and the mainloop a sixth stage. NOTES: 8B o-proj (K = 4096) 1.063 -> 1.046x,
+// 1B o-proj (K = 2048) 1.19 -> 1.21-1.25x (H200, 94bd9af): the next chunk's residual load then
+// waits for the stores to read the slot, a wait hidden only where the mainloop is long.
+struct ResidualRmsNormPartialLongK : ResidualRmsNormPartial {
+  static constexpr int64_t kMinK = 4096;
+  static constexpr epi::Resources kResources =
+      epi::stage_in_tile(ResidualRmsNormPartial::kResources, kOutX, kTileResidual);
+};
+
 struct RmsNormBackward {
   static constexpr int kRowRstd = 0, kRowZdZ = 1;  // row vectors
   static constexpr int kColNormWeight = 0;         // column vectors
