@@ -13,7 +13,7 @@ struct Options {
   std::string command;
   std::string json_path;  // --json FILE
   bool emulate = false;   // --emulate: force the CPU emulator
-  bool diag = false;      // --diag: bench prints where the time goes (epilogue on/off)
+  bool diag = false;      // --diag: bench prints where the time goes (epilogue on/off, block steps)
   bool variants = false;  // --variants: bench times each fused case on every compiled fused variant
   uint64_t seed = 0;      // --seed N (0: fresh)
   bool seed_given = false;

@@ -70,9 +70,7 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  // a row sum; the residual via TMA; w. NOTES: x staged over the residual (epi::stage_in_tile, one
-  // ring slot, six mainloop stages) was tried: 8B o-proj 1.07 -> 1.05x, 1B o-proj 1.18 -> 1.21-1.25x
-  // (H200, 94bd9af): at K = 2048 the chunk's exposed tile-load wait costs more than the stage gains.
+  // a row sum; the residual via TMA; w (for K >= 4096 the host picks ResidualRmsNormPartialLongK)
   static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};
   static constexpr uint32_t kHasResidual = 1;  // flags
   static constexpr int kFlagBits = 1;
