@@ -593,7 +593,11 @@ bool bench_blocks(Bench& b) {
           b.timer().once_us(
               [&] {
                 cublas_clock.begin_run();
-                for (dev::LtGemm* gm : order) (void)cublas_clock.step("cublas", [&] { gm->run(nullptr); return Status{}; });
+                for (dev::LtGemm* gm : order)
+                  (void)cublas_clock.step("cublas", [&] {
+                    gm->run(nullptr);
+                    return Status{};
+                  });
               },
               r);
           cublas_clock.end_run();

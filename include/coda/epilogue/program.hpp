@@ -118,9 +118,10 @@ constexpr Resources stage_in_tile(Resources r, int o, int i) {
 // the output is double width (a quad of lanes then writes 32 contiguous bytes of a row per pair
 // slot, whole sectors), at most one per program, and the program writes a pair's columns in order
 // with ctx.store2 (2 f.n, then 2 f.n + 2: the interior visit merges them into one 8-byte store).
-// NOTES: the SwiGLU backward staged dz over z's ring slot, so each chunk's next z load waited for dz's TMA store to have read the slot, then for the load itself (H200,
-// bench/NOTES.md issue 9); stores of same-width 16-bit outputs from registers write half sectors
-// and were slower than staging (issue 8 step x).
+// NOTES: the SwiGLU backward staged dz over z's ring slot, so each chunk's next z load waited for
+// dz's TMA store to have read the slot, then for the load itself (H200, bench/NOTES.md issue 9);
+// stores of same-width 16-bit outputs from registers write half sectors and were slower than
+// staging (issue 8 step x).
 constexpr Resources store_direct(Resources r, int o) {
   r.direct_outs |= 1 << o;
   return r;

@@ -1088,7 +1088,8 @@ struct Sm90Gemm {
         const EpiOutput& d = p.epi.outs[kDirectOut];
         CUTE_UNROLL
         for (int b = 0; b < 2; ++b)
-          ctx.dptr[b] = static_cast<uint8_t*>(d.ptr) + (int64_t(gm0 + r0 + 8 * b) * d.ld + 2 * (gn0 + c0 + 64 * cj)) * kEs;
+          ctx.dptr[b] =
+              static_cast<uint8_t*>(d.ptr) + (int64_t(gm0 + r0 + 8 * b) * d.ld + 2 * (gn0 + c0 + 64 * cj)) * kEs;
       }
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
