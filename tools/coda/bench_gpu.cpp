@@ -175,6 +175,18 @@ int run_gpu_bench(const Options& opt) {
                   c.name.c_str(), us, no_program, no_epilogue);
     }
 
+    if (opt.variants) {  // each kernel variant at the heuristic's swizzle and raster, interleaved with cuBLAS
+      std::vector<std::function<void()>> fns;
+      for (int v = 0; v < int(KernelVariant::kCount); ++v)
+        fns.push_back([&, v] { gemm_with_config(args, GemmConfig{KernelVariant(v), cfg.swizzle, cfg.raster_n}); });
+      fns.push_back([&] { ref.run(nullptr); });
+      const std::vector<double> vm = timer.median_us_interleaved(fns, reps);
+      std::printf("  variants %-22s x cuBLAS:", c.name.c_str());
+      for (int v = 0; v < int(KernelVariant::kCount); ++v)
+        std::printf(" %s %.3f%s", variant_name(KernelVariant(v)), vm[size_t(v)] / vm.back(),
+                    v + 1 < int(KernelVariant::kCount) ? "," : "\n");
+    }
+
     const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
     const double bytes = 2.0 * double(c.m * c.k + c.n * c.k + c.m * c.n);
     const double sol_us = std::max(flops / (ceil.gemm_tflops * 1e6), bytes / (ceil.copy_gbps * 1e3));
