@@ -53,9 +53,9 @@ double wave_efficiency(int64_t tiles, int sms) {
 GemmConfig choose_config(const GemmProblem& p) {
   // Measured on an H200 (bench/results/h200, `coda bench --variants gemm.`): the 128x128 pingpong
   // kernel, whose epilogue overlaps the other warpgroup's mainloop, is best for K <= 4096 and, with
-  // at least two tiles per warpgroup (4 per SM), for long K too: at 2026-12-02 it was level with or
-  // faster than the cooperative 128x256 tile on every K >= 6144 shape of both models' forward,
-  // dgrad and wgrad GEMMs (8B gate/up wgrad 1.004 against 1.049x cuBLAS). With fewer tiles (e.g.
+  // at least two tiles per warpgroup (4 per SM), for long K too: on 2026-12-02 it was level with or
+  // faster than the cooperative 128x256 tile on every such shape with K >= 6144 among both models'
+  // forward, dgrad and wgrad GEMMs (8B gate/up wgrad 1.004 against 1.049x cuBLAS). With fewer tiles (e.g.
   // 2048 x 2048 weight gradients: 1.075 against 1.023) the cooperative tile, unless the pingpong's
   // smaller tiles fill the last wave clearly better.
   const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;

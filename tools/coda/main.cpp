@@ -53,8 +53,8 @@ const char* kUsage =
     "  --emulate          use the CPU emulator even when a Hopper GPU is present\n"
     "  --diag             bench: also time each GEMM without its epilogue program and without its epilogue,\n"
     "                     and each block's schedule step by step next to the same GEMMs through cuBLAS\n"
-    "  --variants         bench: also time each GEMM and fused case on each compiled kernel variant (cooperative\n"
-    "                     128x256 and pingpong 128x128), interleaved with cuBLAS in one measurement\n"
+    "  --variants         bench: also time each GEMM and fused case on every compiled kernel variant,\n"
+    "                     interleaved with cuBLAS in one measurement\n"
     "  --seed N           fixed random seed (default: fresh each run)\n"
     "  --tokens M --hidden D --ffn F --heads HQ --kv-heads HKV --head-dim HD\n"
     "                     block shape for the emulated check (default: 77 256 512 4 2 64)\n";
