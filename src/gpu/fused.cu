@@ -105,6 +105,17 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
     c.raster_n = tn > tm;
     c.swizzle = 8;
   }
+  // Benchmarks: force the tile order (CODA_FUSED_SWIZZLE = 1, 2, 4, 8 or 16 cluster tiles per band;
+  // CODA_FUSED_RASTER = M or N); other values are ignored.
+  if (const char* v = std::getenv("CODA_FUSED_SWIZZLE")) {
+    const std::string w(v);
+    for (int sw : {1, 2, 4, 8, 16})
+      if (w == std::to_string(sw)) c.swizzle = sw;
+  }
+  if (const char* v = std::getenv("CODA_FUSED_RASTER")) {
+    if (std::string(v) == "M") c.raster_n = false;
+    if (std::string(v) == "N") c.raster_n = true;
+  }
   L.config = c;
   CODA_TRY(check_staging<Program>(op, L.epi));  // before anything is written
   if (env_on("CODA_PRINT_CONFIG"))
