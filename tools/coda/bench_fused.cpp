@@ -551,6 +551,16 @@ bool bench_blocks(Bench& b) {
         gemms.push_back(std::make_unique<dev::LtGemm>(b.lt(), l.dy.transposed(), l.x.transposed(), l.dw, b.ws(),
                                                       b.ws_bytes(), nullptr));
       }
+      // The cuBLAS column runs them in the schedule's order: forward o-proj, gate/up, down, QKV; then
+      // backward QKV, down, gate/up, o-proj, each dgrad then wgrad (gemms[3 l + 1], gemms[3 l + 2]).
+      // NOTES: until 2026-12-02 it ran them per linear (forward, dgrad, wgrad of each), an order no
+      // block can run, whose neighbours share operands in L2 (bench/NOTES.md).
+      std::vector<dev::LtGemm*> order;
+      for (int l = 0; l < 4; ++l) order.push_back(gemms[3 * l].get());
+      for (int l = 3; l >= 0; --l) {
+        order.push_back(gemms[3 * l + 1].get());
+        order.push_back(gemms[3 * l + 2].get());
+      }
       Row fb(name_fb, m, d.hidden, d.ffn);
       fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
       fb.note = "cuBLAS column: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad); unfused: cuBLAS + elementwise kernels";
@@ -561,7 +571,7 @@ bool bench_blocks(Bench& b) {
                        return llama3_backward(fused_be, d, w, act, g);
                      },
                      [&] {
-                       for (const auto& gm : gemms) gm->run(nullptr);
+                       for (dev::LtGemm* gm : order) gm->run(nullptr);
                      },
                      [&] {
                        unfused_be.reset();
@@ -570,14 +580,6 @@ bool bench_blocks(Bench& b) {
                      });
       if (!ok) break;
       if (b.diag()) {
-        // The schedule's order: forward o-proj, gate/up, down, QKV; backward QKV, down, gate/up,
-        // o-proj (dgrad, then wgrad: gemms[3 l + 1], gemms[3 l + 2]).
-        std::vector<dev::LtGemm*> order;
-        for (int l = 0; l < 4; ++l) order.push_back(gemms[3 * l].get());
-        for (int l = 3; l >= 0; --l) {
-          order.push_back(gemms[3 * l + 1].get());
-          order.push_back(gemms[3 * l + 2].get());
-        }
         StepClock fused_clock, cublas_clock;
         TimedBackend timed(fused_be, fused_clock);
         for (int r = 0; r < 7; ++r) {
@@ -603,6 +605,36 @@ bool bench_blocks(Bench& b) {
           cublas_clock.end_run();
         }
         fused_clock.print(name_fb, cublas_clock.medians());
+        // What the order and the step clock's events do to each column: the same GEMMs per linear
+        // (forward, dgrad, wgrad of each), and both sequences with an event recorded between calls.
+        cudaEvent_t ev = nullptr;
+        dev::check(cudaEventCreate(&ev), "event");
+        const std::vector<double> o = b.timer().median_us_interleaved(
+            {[&] {
+               for (dev::LtGemm* gm : order) gm->run(nullptr);
+             },
+             [&] {
+               for (const auto& gm : gemms) gm->run(nullptr);
+             },
+             [&] {
+               for (dev::LtGemm* gm : order) gm->run(nullptr), (void)cudaEventRecord(ev);
+             },
+             [&] {
+               fused_be.reset();
+               (void)llama3_forward(fused_be, d, w, act);
+               (void)llama3_backward(fused_be, d, w, act, g);
+             },
+             [&] {
+               timed.reset();
+               fused_clock.begin_run();
+               (void)llama3_forward(timed, d, w, act);
+               (void)llama3_backward(timed, d, w, act, g);
+             }},
+            9);
+        cudaEventDestroy(ev);
+        std::printf("  order %s (median us): cuBLAS schedule order %.1f, per linear %.1f, schedule order with events "
+                    "%.1f; coda %.1f, with events %.1f\n",
+                    name_fb.c_str(), o[0], o[1], o[2], o[3], o[4]);
       }
     }
     if (!b.wanted(name)) continue;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,8 +47,16 @@ class Timer {
     for (const auto& fn : fns)
       for (int i = 0; i < warmup; ++i) fn();
     std::vector<std::vector<double>> t(fns.size());
+    if (const char* e = std::getenv("CODA_BENCH_REPS")) reps = std::max(reps, std::atoi(e));
     for (int r = 0; r < reps; ++r)
       for (size_t i = 0; i < fns.size(); ++i) t[i].push_back(once_us(fns[i], r));
+    if (std::getenv("CODA_BENCH_SAMPLES")) {  // every sample in run order, one line per function
+      for (size_t i = 0; i < t.size(); ++i) {
+        std::fprintf(stderr, "samples %zu:", i);
+        for (double x : t[i]) std::fprintf(stderr, " %.1f", x);
+        std::fprintf(stderr, "\n");
+      }
+    }
     std::vector<double> med;
     for (auto& v : t) {
       std::sort(v.begin(), v.end());
