@@ -1188,8 +1188,9 @@ struct Sm90Gemm {
       // over a tile operand is stored from the slot (issue_tile_loads waits for those stores to
       // have read it; issued before them, the loads overwrote the outputs: cooperative variant,
       // GpuOps tests, H200).
+      // NOTES: from warp 1 when no output is staged over the slot (thread 0 is issuing the stores).
       if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
-        if (ring_on && t == 0) issue_next_tile_loads();
+        if (ring_on && t == (kInTileOuts ? 0 : 32)) issue_next_tile_loads();
       }
       ++chunk_count;
       trace.mark(kTrPublish);
