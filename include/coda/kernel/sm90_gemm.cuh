@@ -1188,7 +1188,9 @@ struct Sm90Gemm {
       // over a tile operand is stored from the slot (issue_tile_loads waits for those stores to
       // have read it; issued before them, the loads overwrote the outputs: cooperative variant,
       // GpuOps tests, H200).
-      // NOTES: from warp 1 when no output is staged over the slot (thread 0 is issuing the stores).
+      // They go out from warp 1 when no output is staged over the slot, beside thread 0's stores
+      // rather than after them (H200, 1B SwiGLU backward ~1.5% faster: bench/NOTES.md, 2026-12-02
+      // morning); an output staged over the slot keeps them on thread 0, after its stores.
       if constexpr (kTmaTiles > 0 && kRingSlots == 1) {
         if (ring_on && t == (kInTileOuts ? 0 : 32)) issue_next_tile_loads();
       }
