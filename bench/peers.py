@@ -386,14 +386,15 @@ def make_cases(torch, device, small):
             h, y1, dz = uniform((m, d), 1.0), uniform((m, f), 1.0), uniform((m, 2 * f), 1.0)
 
             def gemms():
-                """the forward's four GEMMs Y = X W^T, then for each its dgrad dX = dY W and its wgrad
-                dW = dY^T X: o-proj, gate/up, down, QKV."""
+                """the forward's four GEMMs Y = X W^T (o-proj, gate/up, down, QKV), then for each in
+                reverse, as the backward runs them, its dgrad dX = dY W and its wgrad dW = dY^T X (the
+                order of coda bench's cuBLAS column)."""
                 with torch.no_grad():
                     mm(y0, wo)
                     mm(h, wgu)
                     mm(y1, wdown)
                     mm(h, wqkv)
-                    for dy, x, w in ((dx2, y0, wo), (dz, h, wgu), (dx2, y1, wdown), (dqkv, h, wqkv)):
+                    for dy, x, w in ((dqkv, h, wqkv), (dx2, y1, wdown), (dz, h, wgu), (dx2, y0, wo)):
                         torch.matmul(dy, w)
                         torch.matmul(dy.t(), x)
             args = leaves + rope_tables(m, hd)
