@@ -563,7 +563,7 @@ bool bench_blocks(Bench& b) {
       }
       Row fb(name_fb, m, d.hidden, d.ffn);
       fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
-      fb.note = "cuBLAS column: the block's 12 GEMMs alone (4 forward, 4 dgrad, 4 wgrad); unfused: cuBLAS + elementwise kernels";
+      fb.note = "cuBLAS column: the block's 12 GEMMs alone in the schedule's order (4 forward; dgrad and wgrad of each, in reverse); unfused: cuBLAS + elementwise kernels";
       ok = b.measure(fb,
                      [&] {
                        fused_be.reset();
