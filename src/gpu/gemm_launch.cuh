@@ -93,7 +93,7 @@ template <class Element, bool AK, bool BK, int V, class Program>
 Status launch_variant(const LaunchArgs<Program>& L, cudaStream_t stream) {
   using Kernel = KernelOf<Element, AK, BK, V, Program>;
   using Mainloop = typename Kernel::Mainloop;
-  static_assert(Kernel::kSmemBytes + 2 * Kernel::kEpiArenaBytes <= 232448,
+  static_assert(Kernel::kSmemBytes + 2 * Kernel::kArenaDecl <= 232448,
                 "shared memory exceeds the sm90 per-block opt-in limit (227 KiB)");
   auto* kernel = &sm90_gemm_kernel<Kernel>;
 

@@ -57,23 +57,29 @@ TEST(Staging, EveryThreadWritesDistinctBytes) {
 }
 
 // The GPU staging arena per warpgroup (epi::arena_bytes): two same-width 16-bit outputs, 8 KiB more
-// per double-width output, less every output staged over a tile operand (epi::stage_in_tile).
+// per double-width output, less every output staged over a tile operand (epi::stage_in_tile); none
+// when every output is stored from registers (epi::store_direct_all).
 TEST(Staging, OutputsStagedOverTilesOrStoredDirectlyTakeNoArenaBytes) {
   using SB = programs::SwigluBackward;
   using RB = programs::RmsNormBackward;
   constexpr epi::Resources sb = SB::kResources, rb = RB::kResources;
-  EXPECT_TRUE(epi::out_direct(sb, SB::kOutDz));  // dz from registers; o staged
-  EXPECT_FALSE(epi::out_direct(sb, SB::kOutO));
+  EXPECT_TRUE(epi::out_direct(sb, SB::kOutDz));  // dz and o from registers
+  EXPECT_TRUE(epi::out_direct(sb, SB::kOutO));
+  EXPECT_TRUE(epi::staging_free(sb));
   EXPECT_EQ(epi::out_tile(sb, SB::kOutDz), -1);
-  EXPECT_EQ(epi::out_per(sb, SB::kOutDz), 4);  // the kernel's static_assert: a direct output is double width
+  EXPECT_EQ(epi::out_per(sb, SB::kOutDz), 4);
+  EXPECT_EQ(epi::out_per(sb, SB::kOutO), 2);  // the kernel's static_assert: a direct output is not half width
   EXPECT_EQ(epi::out_tile(rb, RB::kOutDx), RB::kTileDres);
   EXPECT_EQ(epi::out_tile(rb, RB::kOutY), -1);
   EXPECT_FALSE(epi::out_direct(rb, RB::kOutDx));
   EXPECT_EQ(epi::out_per(rb, RB::kOutDx), epi::tile_per(rb, RB::kTileDres));
-  EXPECT_EQ(epi::arena_bytes(sb), 16384);  // two chunks of o (dz takes none)
+  EXPECT_EQ(epi::arena_bytes(sb), 0);     // nothing staged
+  EXPECT_FALSE(epi::staging_free(rb));
   EXPECT_EQ(epi::arena_bytes(rb), 8192);   // y only (dx over dres)
   EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 16384);
   EXPECT_EQ(epi::arena_bytes(programs::Swiglu::kResources), 16384);
+  // One direct output: the others still staged.
+  EXPECT_EQ(epi::arena_bytes(epi::store_direct(epi::Resources{0, 0, 0, 1, 0, 0, 0, 0, 1, 1}, 0)), 16384);
   // The same double-width output staged: 8 KiB more.
   EXPECT_EQ(epi::arena_bytes(epi::Resources{0, 0, 0, 1, 0, 0, 0, 0, 1, 1}), 24576);
   // Both outputs over tiles: the arena keeps its 1 KiB minimum.

@@ -64,8 +64,8 @@
 //                                  choice, two where it can)
 //   out_tiles                      GPU staging: outputs staged in place of a TMA-staged tile operand
 //                                  of the same width (set with epi::stage_in_tile); see below
-//   direct_outs                    GPU staging: bit mask of double-width outputs stored from
-//                                  registers straight to global memory (set with epi::store_direct)
+//   direct_outs                    GPU staging: bit mask of outputs stored from registers straight
+//                                  to global memory (epi::store_direct; every one: store_direct_all)
 // Output slots are staged in order up to the last one used: put optional outputs in the last slots.
 #pragma once
 
@@ -115,18 +115,30 @@ constexpr Resources stage_in_tile(Resources r, int o, int i) {
 }
 // r with output o stored from registers straight to global memory on the GPU, without staging: no
 // arena bytes, no TMA store, and nothing that holds a tile slot until a store has read it. Rules:
-// the output is double width (a quad of lanes then writes 32 contiguous bytes of a row per pair
-// slot, whole sectors), at most one per program, and the program writes a pair's columns in order
-// with ctx.store2 (2 f.n, then 2 f.n + 2: the interior visit merges them into one 8-byte store).
+// the output is same or double width, not staged over a tile, and the program writes a pair's
+// columns with ctx.store2 (a double-width output in order, 2 f.n then 2 f.n + 2: the interior visit
+// merges them into one 8-byte store, so a quad of lanes writes 32 contiguous bytes of a row per pair
+// slot, whole sectors; a same-width output's quad writes 16).
 // NOTES: the SwiGLU backward staged dz over z's ring slot, so each chunk's next z load waited for
 // dz's TMA store to have read the slot, then for the load itself (H200, bench/NOTES.md issue 9);
 // stores of same-width 16-bit outputs from registers write half sectors and were slower than
-// staging (issue 8 step x).
+// staging in the forward operators (issue 8 step x), where staging costs no mainloop stage.
 constexpr Resources store_direct(Resources r, int o) {
   r.direct_outs |= 1 << o;
   return r;
 }
 constexpr bool out_direct(Resources r, int o) { return (r.direct_outs >> o) & 1; }
+// r with every output slot stored from registers (epi::store_direct on each): the GPU epilogue then
+// has no staging arena and no publish step (no fence, barrier or TMA store per chunk), and the
+// bytes buy a second tile-ring slot (the next chunk's tile loads overlap this chunk's visit).
+// NOTES: the SwiGLU backward's o, staged, held 16 KiB per warpgroup, so its z ring had one slot and
+// each chunk waited out its z load (H200 trace, bench/NOTES.md 2026-12-02 morning).
+constexpr int kDirectAll = 0xff;
+constexpr Resources store_direct_all(Resources r) {
+  r.direct_outs = kDirectAll;
+  return r;
+}
+constexpr bool staging_free(Resources r) { return r.direct_outs == kDirectAll; }
 
 // The tile operand output o is staged over, or -1 (the staging arena).
 constexpr int out_tile(Resources r, int o) { return ((r.out_tiles >> (4 * o)) & 15) - 1; }
@@ -138,8 +150,9 @@ constexpr int tile_per(Resources r, int i) { return (r.wide_tiles >> i) & 1 ? 4 
 // The GPU epilogue's staging arena per warpgroup: one 64-row chunk of two same-width 16-bit outputs,
 // plus 8 KiB for each staged double-width output, less the outputs staged over tile operands (a
 // 16-bit chunk of output o is 4 KiB per column it covers per pair); at least 1 KiB. Outputs stored
-// directly take none.
+// directly take none; a program that stores every output directly (store_direct_all) has none.
 constexpr int arena_bytes(Resources r) {
+  if (staging_free(r)) return 0;
   int n = 0;
   for (int m = r.wide_outs & ~r.direct_outs; m; m >>= 1) n += m & 1;
   int bytes = 16384 + 8192 * n;

@@ -151,6 +151,7 @@ struct Sm90Gemm {
   // Per consumer warpgroup: one chunk of two same-width 16-bit outputs, 8 KiB more per double-width
   // output (epi::arena_bytes; the host's staging check uses the same rule).
   static constexpr int kEpiArenaBytes = epi::arena_bytes(epi::resources_of<Program>());
+  static constexpr int kArenaDecl = kEpiArenaBytes > 0 ? kEpiArenaBytes : 16;  // declared (no zero-size array)
   static constexpr int kChunkCols = 64;         // accumulator columns per epilogue chunk
   static constexpr int kChunkRows = 64;
 
@@ -177,15 +178,16 @@ struct Sm90Gemm {
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
   static constexpr int kColBytes = (kRes.col_vecs + kRes.col_sums) * kTileN * 4 * 2;  // column vectors and sums
-  // The trace's counters (-DCODA_EPI_TRACE builds only) are static shared memory: such a build may
-  // run a program one mainloop stage short where shared memory is full.
+  // The trace's counters (-DCODA_EPI_TRACE builds only) are static shared memory (96 bytes, after
+  // the staging arena): such a build may run a program one mainloop stage short where shared
+  // memory is full.
 #ifdef CODA_EPI_TRACE
-  static constexpr int kTraceSmem = 1024;
+  static constexpr int kTraceSmem = 128;
 #else
   static constexpr int kTraceSmem = 0;
 #endif
   static constexpr int stages_fit(int ring_slots) {
-    return (232448 - 2048 - 2 * kEpiArenaBytes - kTmaTiles * 2 * ring_slots * kTileSlotBytes - kColBytes -
+    return (232448 - 2048 - 2 * kArenaDecl - kTmaTiles * 2 * ring_slots * kTileSlotBytes - kColBytes -
             kTraceSmem) /
            kStageBytes;
   }
@@ -265,7 +267,7 @@ struct Sm90Gemm {
     ColStorage<kColSums, kTileN> col_sums;  // [warpgroup (pingpong; cooperative: 0)][slot][tile column]
     TileRingStorage<kTmaTiles, kTileSlotBytes, kRingSlots> ring;
   };
-  // Dynamic shared memory (+ slack to align the base); the staging arena is static, 2 x kEpiArenaBytes.
+  // Dynamic shared memory (+ slack to align the base); the staging arena is static, 2 x kArenaDecl.
   static constexpr int kSmemBytes = int(sizeof(SharedStorage)) + 1024;
 
   struct Params {
@@ -364,20 +366,24 @@ struct Sm90Gemm {
     return off;
   }
   static constexpr bool kInTileOuts = kRes.out_tiles != 0;
-  // The output stored from registers (at most one; -1: none).
-  static constexpr int direct_out() {
-    for (int o = 0; o < 8; ++o)
-      if (epi::out_direct(kRes, o)) return o;
-    return -1;
+  static constexpr bool direct_outs_valid() {
+    for (int o = 0; o < kEpiSlots; ++o)
+      if (out_direct(o) && (out_per(o) == 1 || out_tile(o) >= 0)) return false;
+    return true;
   }
-  static constexpr int kDirectOut = direct_out();
-  static constexpr int kDirectBit = kDirectOut < 0 ? 0 : kDirectOut;  // (no negative shift below)
-  static_assert(kRes.direct_outs == 0 || (kRes.direct_outs == (1 << kDirectBit) && out_per(kDirectBit) == 4 &&
-                                          out_tile(kDirectBit) < 0),
-                "epi::store_direct: one double-width output, not staged over a tile");
+  static_assert(direct_outs_valid(), "epi::store_direct: a same- or double-width output, not staged over a tile");
+  // No output is staged (epi::store_direct_all): the chunk loop has no publish step and no staging
+  // buffer to wait for.
+  static constexpr bool kStaged = !epi::staging_free(kRes);
+  static constexpr int kDirectSlots = kRes.direct_outs != 0 ? kEpiSlots : 1;  // ChunkCtx::dptr's
+  // The barrier after each chunk's visit: it publishes the staged outputs, lets a one-slot ring be
+  // refilled, and orders the tile's shared column sums and vectors (the last chunk's adds and reads)
+  // before the flush and the next tile's writes.
+  static constexpr bool kChunkEndBarrier =
+      kStaged || (kRes.tma_tiles > 0 && kRingSlots == 1) || kRes.col_sums > 0 || kRes.col_vecs > 0;
   // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
   // global memory: addresses the compiler cannot tell apart) read their tile words ahead.
-  static constexpr bool kReadAhead = kInTileOuts || kDirectOut >= 0;
+  static constexpr bool kReadAhead = kInTileOuts || kRes.direct_outs != 0;
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -429,11 +435,12 @@ struct Sm90Gemm {
     // kPreAhead pairs before the program needs them instead.
     mutable uint32_t pre[kReadAhead ? kTmaTiles : 1][16][2];
     mutable bool pre_on;  // set by visit_chunk: the interior visit reads pre
-    // The direct output (epi::store_direct) at the thread's first column of the chunk, in its rows
-    // b = 0, 1, and the first half of the pair being stored (interior visit: its two halves go out
-    // as one 8-byte store).
-    uint8_t* dptr[2];
-    mutable uint32_t dstash;
+    // The direct outputs (epi::store_direct) at the thread's first column of the chunk, in its rows
+    // b = 0, 1 (entries of outputs the program never stores are dead code); words held for a wider
+    // store: [0] the first half of the double-width pair being stored (interior visit: its two
+    // halves go out as one 8-byte store), [1 + b] a same-width output's word of slot (jj even, b).
+    uint8_t* dptr[kDirectSlots][2];
+    mutable uint32_t dstash[kDirectSlots > 1 ? 3 : 1];
 
     // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
@@ -506,12 +513,12 @@ struct Sm90Gemm {
         return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
       return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
     }
-    // The direct output's (epi::store_direct) address at its column n of the pair.
-    CUTE_DEVICE uint8_t* direct_at(const epi::Frag& f, int n) const {
-      return dptr[b_of(f)] + (16 * jj_of(f) + n - 2 * f.n) * kEs;
+    // Direct output o's (epi::store_direct) address at its column n of the pair.
+    CUTE_DEVICE uint8_t* direct_at(int o, const epi::Frag& f, int n) const {
+      return dptr[kDirectSlots > 1 ? o : 0][b_of(f)] + (4 * out_per(o) * jj_of(f) + n - out_per(o) / 2 * f.n) * kEs;
     }
     CUTE_DEVICE float store(int o, const epi::Frag& f, int n, float v) const {
-      uint8_t* a = o == kDirectOut ? direct_at(f, n) : out_at(o, f, n);
+      uint8_t* a = out_direct(o) ? direct_at(o, f, n) : out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat16 h = __float2bfloat16_rn(v);
         *reinterpret_cast<unsigned short*>(a) = __bfloat16_as_ushort(h);
@@ -526,20 +533,47 @@ struct Sm90Gemm {
       }
     }
     // A packed pair h of 16-bit values for output o at column n: staged with a store of h's own
-    // type; the direct output's (epi::store_direct) interior visit keeps a pair's first half
-    // (n = 2 f.n) and writes both halves with one 8-byte store at its second (the program stores them
-    // in this order); its checked visit, whose pair may lack the second half, stores each at once.
+    // type; a double-width direct output's (epi::store_direct) interior visit keeps a pair's first
+    // half (n = 2 f.n) and writes both halves with one 8-byte store at its second (the program stores
+    // them in this order); its checked visit, whose pair may lack the second half, and a same-width
+    // direct output store each at once.
     template <class H>
     CUTE_DEVICE void put2(int o, const epi::Frag& f, int n, uint8_t* a, const H& h) const {
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
-      if (o != kDirectOut) *reinterpret_cast<H*>(a) = h;
-      else if (!pre_on) *reinterpret_cast<uint32_t*>(a) = w;
-      else if (n == 2 * f.n) dstash = w;
-      else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash, w);
+      // NOTES: the direct paths compiled only where the program has direct outputs: present but
+      // never taken, they moved the inliner's choices and the RMSNorm backward spilled 8 bytes.
+      if constexpr (kRes.direct_outs == 0) {
+        *reinterpret_cast<H*>(a) = h;
+      } else {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
+        if (!out_direct(o)) *reinterpret_cast<H*>(a) = h;
+        else if (!pre_on) *reinterpret_cast<uint32_t*>(a) = w;
+        else if (out_per(o) == 2) put_quad(f, a, w);
+        else if (n == 2 * f.n) dstash[0] = w;
+        else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash[0], w);
+      }
+    }
+    // A same-width 16-bit direct output, interior visit: the words of pair slots jj (even) and jj + 1
+    // of row half b go out together. The quad's eight words are exchanged by two shuffles so that
+    // lane x holds columns 4 x .. 4 x + 3 of the 16 the two slots cover and writes them with one
+    // 8-byte store: the quad writes 32 contiguous bytes of the row, a whole sector, with half the
+    // store instructions of a 4-byte store per pair.
+    CUTE_DEVICE void put_quad(const epi::Frag& f, uint8_t* a, uint32_t w) const {
+      if ((jj_of(f) & 1) == 0) {
+        dstash[kDirectSlots > 1 ? 1 + b_of(f) : 0] = w;
+        return;
+      }
+      const uint32_t w0 = dstash[kDirectSlots > 1 ? 1 + b_of(f) : 0], w1 = w;  // lane x: columns 2 x, 2 x + 1 of slot jj - 1, of jj
+      const int lane = int(threadIdx.x) & 31, x = lane & 3, q = lane & ~3;
+      // Lane x gets: x = 0: w0 of lanes 0, 1; x = 1: w0 of 2, 3; x = 2: w1 of 0, 1; x = 3: w1 of 2, 3.
+      const uint32_t r1 = __shfl_sync(0xffffffffu, x == 0 ? w1 : w0, q | ((0x3021 >> (4 * x)) & 3));  // from 1, 2, 0, -
+      const uint32_t r2 = __shfl_sync(0xffffffffu, x == 1 || x == 2 ? w1 : w0, q | ((0x2130 >> (4 * x)) & 3));  // -, 3, 1, 2
+      const uint32_t lo = x == 0 ? w0 : (x == 3 ? r2 : r1), hi = x == 0 ? r1 : (x == 3 ? w1 : r2);
+      // a: this slot's first column for lane x (2 x past the quad's); the pair of slots' column 4 x
+      *reinterpret_cast<uint2*>(a + (2 * x - 8) * kEs) = make_uint2(lo, hi);
     }
     // Columns (n, n + 1), n even: one packed conversion and one 4- or 8-byte store.
     CUTE_DEVICE epi::Pair store2(int o, const epi::Frag& f, int n, float v0, float v1) const {
-      uint8_t* a = o == kDirectOut ? direct_at(f, n) : out_at(o, f, n);
+      uint8_t* a = out_direct(o) ? direct_at(o, f, n) : out_at(o, f, n);
       if constexpr (OutDt == kDtBF16) {
         const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
         put2(o, f, n, a, h);
@@ -1035,9 +1069,10 @@ struct Sm90Gemm {
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it (outputs
       //    staged over a tile operand that is not loaded: its slot too, which only the tile loads
-      //    wait for otherwise)
+      //    wait for otherwise). Without staging, the barrier alone: every warp is done with the
+      //    previous chunk's ring slot and the tile's column vectors are written.
       if (!(p.debug & 32)) {
-        if (t == 0) {
+        if (kStaged && t == 0) {
           if (p.epi_buffers == 2 && !(kInTileOuts && !ring_on)) tma_store_wait_read<1>();
           else tma_store_wait_read<0>();
         }
@@ -1084,12 +1119,15 @@ struct Sm90Gemm {
                                   {},
                                   {},
                                   0};
-      if constexpr (kDirectOut >= 0) {  // the direct output's row pointers at the thread's first column
-        const EpiOutput& d = p.epi.outs[kDirectOut];
-        CUTE_UNROLL
-        for (int b = 0; b < 2; ++b)
-          ctx.dptr[b] =
-              static_cast<uint8_t*>(d.ptr) + (int64_t(gm0 + r0 + 8 * b) * d.ld + 2 * (gn0 + c0 + 64 * cj)) * kEs;
+      CUTE_UNROLL
+      for (int o = 0; o < kEpiSlots; ++o) {  // the direct outputs' row pointers at the thread's first column
+        if (out_direct(o)) {  // a constant after unrolling
+          const EpiOutput& d = p.epi.outs[o];
+          CUTE_UNROLL
+          for (int b = 0; b < 2; ++b)
+            ctx.dptr[kDirectSlots > 1 ? o : 0][b] = static_cast<uint8_t*>(d.ptr) +
+                             (int64_t(gm0 + r0 + 8 * b) * d.ld + out_per(o) / 2 * (gn0 + c0 + 64 * cj)) * kEs;
+        }
       }
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
@@ -1164,10 +1202,11 @@ struct Sm90Gemm {
         }
       }
       trace.mark(kTrProgram);
-      // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads
-      fence_async_shared();
-      named_barrier_sync(1 + wg, 128);
-      if (t == 0) {
+      // 3. publish the chunk: generic-proxy writes -> TMA (async proxy) reads. Without staging,
+      //    nothing to publish: only a one-slot ring's refill waits for every warp's visit.
+      if constexpr (kStaged) fence_async_shared();
+      if constexpr (kChunkEndBarrier) named_barrier_sync(1 + wg, 128);
+      if (kStaged && t == 0) {
         constexpr int es = kEs;
         for (int o = 0; o < p.epi.num_outs; ++o) {
           const EpiOutput& out = p.epi.outs[o];
@@ -1254,7 +1293,7 @@ struct Sm90Gemm {
     }
   }
 
-  CUTE_DEVICE static void run(const Params& p, char* smem_raw, uint8_t (&epi_arena)[2][kEpiArenaBytes]) {
+  CUTE_DEVICE static void run(const Params& p, char* smem_raw, uint8_t (&epi_arena)[2][kArenaDecl]) {
     // NOTES: align by pointer arithmetic on the shared array (not through an integer), so that
     // the compiler keeps the shared address space and emits LDS/STS for the epilogue's accesses.
     const auto misalign = uint32_t(reinterpret_cast<uintptr_t>(smem_raw) & 1023u);
@@ -1430,7 +1469,7 @@ __global__ void __launch_bounds__(384, 1) sm90_gemm_kernel(CUTE_GRID_CONSTANT co
   extern __shared__ char smem[];
   // The epilogue's staging arena: static, so it is a separate object from the dynamic shared memory
   // (mainloop ring, tile ring, column vectors) for the compiler's alias analysis (ChunkCtx::buf).
-  __shared__ alignas(1024) uint8_t epi_arena[2][Kernel::kEpiArenaBytes];
+  __shared__ alignas(1024) uint8_t epi_arena[2][Kernel::kArenaDecl];
   Kernel::run(p, smem, epi_arena);
 #endif
 }

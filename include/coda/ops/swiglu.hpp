@@ -56,10 +56,11 @@ struct SwigluBackward {
   static constexpr int kTileZ = 0;
   static constexpr int kOutDz = 0, kOutO = 1;
   static constexpr int kRowZdZ = 0;
-  // ZdZ row partials; z staged by TMA; z and dz twice the accumulator's width; dz stored from
-  // registers (epi::store_direct), so z's ring slot is free for the next chunk once it is read
+  // ZdZ row partials; z staged by TMA; z and dz twice the accumulator's width; dz and o stored from
+  // registers (epi::store_direct_all): no staging, so z's ring gets two slots and the next chunk's
+  // z loads while this one is visited
   static constexpr epi::Resources kResources =
-      epi::store_direct({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz}, kOutDz);
+      epi::store_direct_all({1, 0, 0, 1, 0, 0, 0, 0, 1 << kTileZ, 1 << kOutDz});
   static constexpr uint32_t kHasO = 1, kHasZdZ = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;
