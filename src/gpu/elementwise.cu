@@ -160,18 +160,37 @@ __global__ void ce_loss_kernel(CeParams p) {
   if (threadIdx.x == 0) p.loss[0] = total * norm;
 }
 
+// One row of the cross-entropy gradient: d = (softmax - onehot) * dloss * norm per class, 0 where
+// the row's target is ignored. The softmax is one FFMA and one SFU exponential (the lse scaled by
+// log2 e once per row); relative error a few 1e-6, far below the 16-bit dlogits' rounding.
+// NOTES: with expf and a 64-bit class index compared per element the vector kernel executed ~18
+// instructions per class (H200, lmhead.train_fwd's in-place pass: 2.4 ms for 8.4 GB, 83% of copy).
+struct CeRow {
+  int target;
+  bool ignored;
+  float off;    // lse * log2 e
+  float scale;  // dloss * norm
+  __device__ CeRow(const CeParams& p, int64_t m, float norm) {
+    target = p.targets[m];
+    ignored = target == p.ignore;
+    off = p.lse[m] * 1.4426950408889634f;
+    scale = p.dloss * norm;
+  }
+  __device__ float grad(float logit, bool is_target) const {
+    const float e = epi::ex2_ftz(fmaf(logit, 1.4426950408889634f, -off));
+    return ignored ? 0.0f : (e - (is_target ? 1.0f : 0.0f)) * scale;
+  }
+};
+
 // Rows strided over the grid: dlogits = (softmax - onehot) * dloss * norm, and ZdZ.
 __global__ void ce_grad_kernel(CeParams p) {
   const float norm = ce_norm(p);
   for (int64_t m = blockIdx.x; m < p.rows; m += gridDim.x) {
-    const int t = p.targets[m];
-    const bool ignored = t == p.ignore;
-    const float lse = p.lse[m];
-    const float scale = ignored ? 0.0f : p.dloss * norm;
+    const CeRow row(p, m, norm);
     float zdz = 0.0f;
     for (int64_t v = threadIdx.x; v < p.classes; v += blockDim.x) {
       const float logit = at(p.logits, m, v);
-      const float d = ignored ? 0.0f : (epi::exp_f(logit - lse) - (v == t ? 1.0f : 0.0f)) * scale;
+      const float d = row.grad(logit, v == row.target);
       zdz += logit * d;
       put(p.dlogits, m, v, d);
     }
@@ -677,10 +696,7 @@ __global__ void __launch_bounds__(512) ce_grad_vec_kernel(CeParams p) {
   const float norm = ce_norm(p);
   const int64_t vpr = p.classes / kVec;
   for (int64_t m = blockIdx.x; m < p.rows; m += gridDim.x) {
-    const int t = p.targets[m];
-    const bool ignored = t == p.ignore;
-    const float lse = p.lse[m];
-    const float scale = ignored ? 0.0f : p.dloss * norm;
+    const CeRow row(p, m, norm);
     const uint4* in = static_cast<const uint4*>(p.logits.p) + m * (p.logits.ld / kVec);
     uint4* out = static_cast<uint4*>(p.dlogits.p) + m * (p.dlogits.ld / kVec);
     float zdz = 0.0f;
@@ -695,9 +711,10 @@ __global__ void __launch_bounds__(512) ce_grad_vec_kernel(CeParams p) {
         if (i >= vpr) continue;
         float f[kVec];
         unpack8<T>(v[u], f);
+        const int jt = row.target - static_cast<int>(i) * kVec;  // the target's place in the vector, if here
         CODA_UNROLL
         for (int j = 0; j < kVec; ++j) {
-          const float d = ignored ? 0.0f : (epi::exp_f(f[j] - lse) - (i * kVec + j == t ? 1.0f : 0.0f)) * scale;
+          const float d = row.grad(f[j], j == jt);
           zdz += f[j] * d;
           f[j] = d;
         }
