@@ -6,6 +6,7 @@
 
 #include "coda/epilogue/program.hpp"
 #include "coda/kernel/staging.hpp"
+#include "coda/ops/cross_entropy.hpp"
 #include "coda/ops/rmsnorm.hpp"
 #include "coda/ops/swiglu.hpp"
 
@@ -76,7 +77,10 @@ TEST(Staging, OutputsStagedOverTilesOrStoredDirectlyTakeNoArenaBytes) {
   EXPECT_EQ(epi::arena_bytes(sb), 0);     // nothing staged
   EXPECT_FALSE(epi::staging_free(rb));
   EXPECT_EQ(epi::arena_bytes(rb), 8192);   // y only (dx over dres)
-  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 16384);
+  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 0);  // x and h from registers
+  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartialLongK::kResources), 8192);  // h (x over the residual)
+  EXPECT_FALSE(epi::out_direct(programs::ResidualRmsNormPartialLongK::kResources, 0));
+  EXPECT_TRUE(epi::staging_free(programs::LmHeadLse::kResources));
   EXPECT_EQ(epi::arena_bytes(programs::Swiglu::kResources), 16384);
   // One direct output: the others still staged.
   EXPECT_EQ(epi::arena_bytes(epi::store_direct(epi::Resources{0, 0, 0, 1, 0, 0, 0, 0, 1, 1}, 0)), 16384);

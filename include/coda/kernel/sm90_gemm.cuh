@@ -379,6 +379,12 @@ struct Sm90Gemm {
   // The barrier after each chunk's visit: it publishes the staged outputs, lets a one-slot ring be
   // refilled, and orders the tile's shared column sums and vectors (the last chunk's adds and reads)
   // before the flush and the next tile's writes.
+  // The barrier before each chunk's visit: the staging buffer is free (thread 0 waited for its
+  // store), every warp is done with the previous chunk's ring slot, the tile's column vectors are
+  // written. A program that shares no shared memory across warps (nothing staged, no tiles, no
+  // column vectors or sums) has no barrier per chunk at all.
+  static constexpr bool kChunkStartBarrier =
+      kStaged || kRes.tma_tiles > 0 || kRes.col_sums > 0 || kRes.col_vecs > 0;
   static constexpr bool kChunkEndBarrier =
       kStaged || (kRes.tma_tiles > 0 && kRingSlots == 1) || kRes.col_sums > 0 || kRes.col_vecs > 0;
   // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
@@ -438,9 +444,10 @@ struct Sm90Gemm {
     // The direct outputs (epi::store_direct) at the thread's first column of the chunk, in its rows
     // b = 0, 1 (entries of outputs the program never stores are dead code); words held for a wider
     // store: [0] the first half of the double-width pair being stored (interior visit: its two
-    // halves go out as one 8-byte store), [1 + b] a same-width output's word of slot (jj even, b).
+    // halves go out as one 8-byte store), [1 + 2 o + b] same-width output o's word of slot (jj
+    // even, b).
     uint8_t* dptr[kDirectSlots][2];
-    mutable uint32_t dstash[kDirectSlots > 1 ? 3 : 1];
+    mutable uint32_t dstash[kDirectSlots > 1 ? 1 + 2 * kEpiSlots : 1];
 
     // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
@@ -533,10 +540,10 @@ struct Sm90Gemm {
       }
     }
     // A packed pair h of 16-bit values for output o at column n: staged with a store of h's own
-    // type; a double-width direct output's (epi::store_direct) interior visit keeps a pair's first
-    // half (n = 2 f.n) and writes both halves with one 8-byte store at its second (the program stores
-    // them in this order); its checked visit, whose pair may lack the second half, and a same-width
-    // direct output store each at once.
+    // type. A direct output's (epi::store_direct) interior visit writes 8 bytes per lane: a
+    // double-width output keeps a pair's first half (n = 2 f.n) and writes both halves at its
+    // second (the program stores them in this order), a same-width one pairs slots jj and jj + 1
+    // (put_quad); the checked visit, whose pair may lack its second half, stores each at once.
     template <class H>
     CUTE_DEVICE void put2(int o, const epi::Frag& f, int n, uint8_t* a, const H& h) const {
       // NOTES: the direct paths compiled only where the program has direct outputs: present but
@@ -547,7 +554,7 @@ struct Sm90Gemm {
         const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
         if (!out_direct(o)) *reinterpret_cast<H*>(a) = h;
         else if (!pre_on) *reinterpret_cast<uint32_t*>(a) = w;
-        else if (out_per(o) == 2) put_quad(f, a, w);
+        else if (out_per(o) == 2) put_quad(o, f, a, w);
         else if (n == 2 * f.n) dstash[0] = w;
         else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash[0], w);
       }
@@ -557,12 +564,13 @@ struct Sm90Gemm {
     // lane x holds columns 4 x .. 4 x + 3 of the 16 the two slots cover and writes them with one
     // 8-byte store: the quad writes 32 contiguous bytes of the row, a whole sector, with half the
     // store instructions of a 4-byte store per pair.
-    CUTE_DEVICE void put_quad(const epi::Frag& f, uint8_t* a, uint32_t w) const {
+    CUTE_DEVICE void put_quad(int o, const epi::Frag& f, uint8_t* a, uint32_t w) const {
+      uint32_t& stash = dstash[kDirectSlots > 1 ? 1 + 2 * o + b_of(f) : 0];
       if ((jj_of(f) & 1) == 0) {
-        dstash[kDirectSlots > 1 ? 1 + b_of(f) : 0] = w;
+        stash = w;
         return;
       }
-      const uint32_t w0 = dstash[kDirectSlots > 1 ? 1 + b_of(f) : 0], w1 = w;  // lane x: columns 2 x, 2 x + 1 of slot jj - 1, of jj
+      const uint32_t w0 = stash, w1 = w;  // lane x: columns 2 x, 2 x + 1 of slot jj - 1, of jj
       const int lane = int(threadIdx.x) & 31, x = lane & 3, q = lane & ~3;
       // Lane x gets: x = 0: w0 of lanes 0, 1; x = 1: w0 of 2, 3; x = 2: w1 of 0, 1; x = 3: w1 of 2, 3.
       const uint32_t r1 = __shfl_sync(0xffffffffu, x == 0 ? w1 : w0, q | ((0x3021 >> (4 * x)) & 3));  // from 1, 2, 0, -
@@ -1076,7 +1084,7 @@ struct Sm90Gemm {
           if (p.epi_buffers == 2 && !(kInTileOuts && !ring_on)) tma_store_wait_read<1>();
           else tma_store_wait_read<0>();
         }
-        named_barrier_sync(1 + wg, 128);
+        if constexpr (kChunkStartBarrier) named_barrier_sync(1 + wg, 128);
       }
       trace.mark(kTrBufWait);
       // The next chunk in visiting order: the next 64 columns of this row block while they lie

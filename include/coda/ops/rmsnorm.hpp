@@ -70,8 +70,11 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  // a row sum; the residual via TMA; w (for K >= 4096 the host picks ResidualRmsNormPartialLongK)
-  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};
+  // a row sum; the residual via TMA; w (for K >= 4096 the host picks ResidualRmsNormPartialLongK);
+  // x and h stored from registers (epi::store_direct_all). NOTES: 1B o-proj (K = 2048) 233-240 us
+  // staged against 217-222 us (H200, bench/NOTES.md 2026-12-02 day).
+  static constexpr epi::Resources kStagedResources{1, 0, 0, 1, 0, 1};
+  static constexpr epi::Resources kResources = epi::store_direct_all(kStagedResources);
   static constexpr uint32_t kHasResidual = 1;  // flags
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
@@ -95,7 +98,7 @@ struct ResidualRmsNormPartial {
 struct ResidualRmsNormPartialLongK : ResidualRmsNormPartial {
   static constexpr int64_t kMinK = 4096;
   static constexpr epi::Resources kResources =
-      epi::stage_in_tile(ResidualRmsNormPartial::kResources, kOutX, kTileResidual);
+      epi::stage_in_tile(ResidualRmsNormPartial::kStagedResources, kOutX, kTileResidual);
 };
 
 struct RmsNormBackward {
