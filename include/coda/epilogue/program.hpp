@@ -118,7 +118,8 @@ constexpr Resources stage_in_tile(Resources r, int o, int i) {
 // the output is same or double width, not staged over a tile, and the program writes a pair's
 // columns with ctx.store2 (a double-width output in order, 2 f.n then 2 f.n + 2: the interior visit
 // merges them into one 8-byte store, so a quad of lanes writes 32 contiguous bytes of a row per pair
-// slot, whole sectors; a same-width output's quad writes 16).
+// slot, whole sectors; a same-width 16-bit output's two pair slots are exchanged among the quad
+// first, so it writes whole sectors too).
 // NOTES: the SwiGLU backward staged dz over z's ring slot, so each chunk's next z load waited for
 // dz's TMA store to have read the slot, then for the load itself (H200, bench/NOTES.md issue 9);
 // stores of same-width 16-bit outputs from registers write half sectors and were slower than

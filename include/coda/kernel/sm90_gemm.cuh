@@ -1077,8 +1077,8 @@ struct Sm90Gemm {
       uint8_t* buf = arena + (p.epi_buffers == 2 ? (chunk_count & 1) : 0) * chunk_bytes;
       // 1. the buffer is free once the store that last used it has finished reading it (outputs
       //    staged over a tile operand that is not loaded: its slot too, which only the tile loads
-      //    wait for otherwise). Without staging, the barrier alone: every warp is done with the
-      //    previous chunk's ring slot and the tile's column vectors are written.
+      //    wait for otherwise). Without staging, the barrier alone where warps share shared memory
+      //    (kChunkStartBarrier).
       if (!(p.debug & 32)) {
         if (kStaged && t == 0) {
           if (p.epi_buffers == 2 && !(kInTileOuts && !ring_on)) tma_store_wait_read<1>();
