@@ -173,11 +173,11 @@ struct CeRow {
   __device__ CeRow(const CeParams& p, int64_t m, float norm) {
     target = p.targets[m];
     ignored = target == p.ignore;
-    off = p.lse[m] * 1.4426950408889634f;
+    off = p.lse[m] * epi::kLog2e;
     scale = p.dloss * norm;
   }
   __device__ float grad(float logit, bool is_target) const {
-    const float e = epi::ex2_ftz(fmaf(logit, 1.4426950408889634f, -off));
+    const float e = epi::ex2_ftz(fmaf(logit, epi::kLog2e, -off));
     return ignored ? 0.0f : (e - (is_target ? 1.0f : 0.0f)) * scale;
   }
 };

@@ -13,6 +13,8 @@
 
 namespace coda::epi {
 
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = 2^(x log2 e) on the SFU's ex2
+
 CODA_HD float exp_f(float x) {
 #if CODA_DEVICE_CODE
   return expf(x);

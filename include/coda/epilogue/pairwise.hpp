@@ -22,7 +22,7 @@ namespace coda::epi {
 CODA_HD float sigmoid(float g) {
 #if CODA_DEVICE_CODE
   float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -1.44269504088896341f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(g * -kLog2e));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
   return r;
 #else

@@ -733,7 +733,7 @@ struct Sm90Gemm {
   // max over the 16 values (NaN-propagating), then 16 independent exponentials.
   template <class Ctx>
   CUTE_DEVICE static void fold_lse(const Ctx& ctx, TileAcc& acc) {
-    constexpr float kLog2e = 1.4426950408889634f;
+    using epi::kLog2e;
     CUTE_UNROLL
     for (int r = 0; r < kRes.row_lses; ++r) {
       CUTE_UNROLL
@@ -925,7 +925,7 @@ struct Sm90Gemm {
   // OnlineLse::merge and value() (branches, full-precision expf and logf) the flush of one granule
   // took ~2.6 K cycles, a quarter of the LM head's epilogue (trace, bench/NOTES.md step aa).
   CUTE_DEVICE static void lse_merge(float& mx, float& sm, float omx, float osm) {
-    constexpr float kLog2e = 1.4426950408889634f;
+    using epi::kLog2e;
     const float nm = fmax_nan(mx, omx);
     const float off = nm * kLog2e;
     const float s = sm * epi::ex2_ftz(fmaf(mx, kLog2e, -off)) + osm * epi::ex2_ftz(fmaf(omx, kLog2e, -off));
