@@ -55,6 +55,9 @@ std::vector<BenchCase> gemm_cases() {
     for (const L& l : *model)
       v.push_back({std::string("gemm.") + l.name + ".wgrad", l.out, l.in, l.tokens, GemmForm::kNT});
   }
+  // The LM head's backward GEMMs (lmhead.fwdbwd: dh = dlogits W, dW = dlogits^T h; K or M = V).
+  v.push_back({"gemm.lmhead.dgrad", 16384, 2048, 128256, GemmForm::kTT});
+  v.push_back({"gemm.lmhead.wgrad", 128256, 2048, 16384, GemmForm::kNT});
   return v;
 }
 
