@@ -57,11 +57,15 @@ GemmConfig choose_config(const GemmProblem& p) {
   // faster than the cooperative 128x256 tile on every such shape with K >= 6144 among both models'
   // forward, dgrad and wgrad GEMMs (8B gate/up wgrad 1.004 against 1.049x cuBLAS). With fewer tiles (e.g.
   // 2048 x 2048 weight gradients: 1.075 against 1.023) the cooperative tile, unless the pingpong's
-  // smaller tiles fill the last wave clearly better.
+  // smaller tiles fill the last wave clearly better. Beyond K = 32768 the long-K rule applies
+  // whatever the tile count: the LM head's dgrad (16384 x 2048, K = 128256) read 1.04-1.23x cuBLAS
+  // on the pingpong kernel over four processes (samples 12.3-18.8 ms), 0.995-1.006x on either
+  // cooperative tile (H200, bench/NOTES.md 2026-12-02 afternoon).
   const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
   const int sms = p.sm_count > 0 ? p.sm_count : 132;
+  constexpr int64_t kPingpongMaxLongK = 32768;
   GemmConfig c;
-  if (p.k <= 4096 || tiles_of(p, pp) >= 4 * int64_t(sms)) {
+  if (p.k <= 4096 || (tiles_of(p, pp) >= 4 * int64_t(sms) && p.k <= kPingpongMaxLongK)) {
     c.variant = pp;
   } else {
     c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;

@@ -1,7 +1,8 @@
 // The GEMM heuristic's variant choice (choose_config), pinned to what was measured on an H200
 // (`coda bench --variants gemm.`, bench/NOTES.md 2026-12-02): the pingpong tile for K <= 4096 and
-// wherever it has at least two tiles per warpgroup; the cooperative 128x256 tile for long-K
-// problems with fewer tiles, unless the pingpong's tiles fill the last wave clearly better.
+// wherever it has at least two tiles per warpgroup (up to K = 32768); the cooperative 128x256 tile
+// for long-K problems with fewer tiles or K > 32768, unless the pingpong's tiles fill the last wave
+// clearly better.
 #include <gtest/gtest.h>
 
 #include "coda/kernel/config.hpp"
@@ -46,6 +47,16 @@ TEST(ChooseConfig, CooperativeForFewLongKTiles) {
   // ... unless the pingpong's tiles fill the last wave clearly better (1B QKV wgrad: 384 pingpong
   // tiles fill 97% of three waves, 192 cooperative ones 73% of two).
   EXPECT_EQ(variant_for(3072, 2048, 16384, GemmForm::kNT), kPingpong);
+}
+
+TEST(ChooseConfig, CooperativeBeyondK32768) {
+  // The LM head's dgrad (K = V = 128256): pingpong 1.04-1.23x cuBLAS over four processes,
+  // cooperative 0.995-1.006x (H200, 2026-12-02 afternoon), though it has 2048 pingpong tiles.
+  EXPECT_EQ(variant_for(16384, 2048, 128256, GemmForm::kTT), kCoop);
+  EXPECT_EQ(variant_for(8192, 4096, 32768, GemmForm::kTT), kPingpong);  // up to 32768: tile count
+  EXPECT_EQ(variant_for(8192, 4096, 32832, GemmForm::kTT), kCoop);
+  // Its weight gradient (K = 16384) stays pingpong: 0.996-1.008x against 1.010-1.014x.
+  EXPECT_EQ(variant_for(128256, 2048, 16384, GemmForm::kNT), kPingpong);
 }
 
 }  // namespace
