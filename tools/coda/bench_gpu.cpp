@@ -41,23 +41,22 @@ std::vector<BenchCase> gemm_cases() {
                                 {"1b.down", 16384, 2048, 8192}, {"1b.qkv", 16384, 3072, 2048}};
   const std::vector<L> eight_b = {{"8b.oproj", 8192, 4096, 4096}, {"8b.gateup", 8192, 28672, 4096},
                                   {"8b.down", 8192, 4096, 14336}, {"8b.qkv", 8192, 6144, 4096}};
+  const std::vector<L> lm_head = {{"lmhead", 16384, 128256, 2048}};  // M tokens, V = 128256
   std::vector<BenchCase> v;
   for (const L& l : one_b) v.push_back({std::string("gemm.") + l.name, l.tokens, l.out, l.in, GemmForm::kTN});
   for (const L& l : eight_b) v.push_back({std::string("gemm.") + l.name, l.tokens, l.out, l.in, GemmForm::kTN});
   v.push_back({"gemm.square4096", 4096, 4096, 4096, GemmForm::kTN});
   v.push_back({"gemm.square8192", 8192, 8192, 8192, GemmForm::kTN});
-  v.push_back({"gemm.lmhead", 16384, 128256, 2048, GemmForm::kTN});
+  for (const L& l : lm_head) v.push_back({std::string("gemm.") + l.name, l.tokens, l.out, l.in, GemmForm::kTN});
   // The backward GEMMs of both models (the 8B ones since 2026-12-02: the block step table had the
-  // 8B gate/up wgrad at 1.05-1.06x cuBLAS, a shape the table did not hold).
-  for (const std::vector<L>* model : {&one_b, &eight_b}) {
+  // 8B gate/up wgrad at 1.05-1.06x cuBLAS, a shape the table did not hold) and of the LM head
+  // (lmhead.fwdbwd's dh = dlogits W and dW = dlogits^T h, since 2026-12-02 afternoon).
+  for (const std::vector<L>* model : {&one_b, &eight_b, &lm_head}) {
     for (const L& l : *model)
       v.push_back({std::string("gemm.") + l.name + ".dgrad", l.tokens, l.in, l.out, GemmForm::kTT});
     for (const L& l : *model)
       v.push_back({std::string("gemm.") + l.name + ".wgrad", l.out, l.in, l.tokens, GemmForm::kNT});
   }
-  // The LM head's backward GEMMs (lmhead.fwdbwd: dh = dlogits W, dW = dlogits^T h; K or M = V).
-  v.push_back({"gemm.lmhead.dgrad", 16384, 2048, 128256, GemmForm::kTT});
-  v.push_back({"gemm.lmhead.wgrad", 128256, 2048, 16384, GemmForm::kNT});
   return v;
 }
 
