@@ -48,6 +48,16 @@ Status cross_entropy(const CrossEntropyArgs& args, cudaStream_t stream = nullptr
 // The logits-free LM-head loss forward (LmHeadLossArgs, lm_head_loss_workspace_bytes: coda/ops.hpp):
 // gemm_(rmsnorm_)lse without logits, lse_finish and cross_entropy in one call; no M x V tensor.
 Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream = nullptr);
+// Training without a dlogits pass (LmHeadTrainArgs, coda/ops/cross_entropy.hpp): the anchor GEMM
+// and the shift, the fused GEMM writing E = exp(logits - c) (gemm_lse_exp), the per-row finish (lse,
+// u, the target's entry; rows out of range recomputed exactly), the loss. Then lm_head_backward:
+// da = diag(s) (grad b) in the dgrad GEMM's epilogue (gemm_row_scale), db = grad^T (s a).
+Status lm_head_train(const LmHeadTrainArgs& args, cudaStream_t stream = nullptr);
+Status lm_head_backward(const LmHeadBackwardArgs& args, cudaStream_t stream = nullptr);
+Status gemm_lse_exp(const LmHeadExpArgs& args, cudaStream_t stream = nullptr);
+// d = diag(row_scale) (a b^T) in the dgrad form (b the weight [K, N] row-major viewed as [N, K]).
+Status gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale, const TensorView& d,
+                      cudaStream_t stream = nullptr);
 
 // ---- backward fused operators (docs/ops.md) --------------------------------------------------------
 // The dgrad form: a [M, K] row-major (the gradient of the consuming GEMM's output), b [N, K] the

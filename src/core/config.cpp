@@ -63,9 +63,8 @@ GemmConfig choose_config(const GemmProblem& p) {
   // cooperative tile (H200, bench/NOTES.md 2026-12-02 afternoon).
   const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
   const int sms = p.sm_count > 0 ? p.sm_count : 132;
-  constexpr int64_t kPingpongMaxLongK = 32768;
   GemmConfig c;
-  if (p.k <= 4096 || (tiles_of(p, pp) >= 4 * int64_t(sms) && p.k <= kPingpongMaxLongK)) {
+  if (p.k <= 4096 || (tiles_of(p, pp) >= 4 * int64_t(sms) && p.k <= kPingpongMaxK)) {
     c.variant = pp;
   } else {
     c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;

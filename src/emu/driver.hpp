@@ -125,5 +125,7 @@ void run_gemm(const GemmInputs& in, const Program& program, HostCtx& ctx, const 
 namespace coda::emu {
 // Host-data checks the GPU path cannot make before launch (gemm_ops.cpp).
 Status check_positions(const char* op, const TensorView& positions);
+// Each target in [0, classes) or equal to ignore_index (classes < 0: no upper bound).
+Status check_targets(const char* op, const TensorView& targets, int64_t classes, int32_t ignore_index);
 Status check_ce_targets(const CrossEntropyArgs& args);
 }  // namespace coda::emu

@@ -214,6 +214,81 @@ Status lm_head_loss(const LmHeadLossArgs& args) {
   return cross_entropy(plan.ce);
 }
 
+// One row of lm_head_train's exact path (a row whose sum of E left fp32's range): the logits in
+// fp32 from the stored operands, lse, grad = softmax - onehot, u = norm. The GPU's
+// lm_head_exact_row_kernel computes the same.
+void lm_head_exact_row(const LmHeadTrainArgs& args, const LmHeadTrainPlan& plan, int64_t m, float norm) {
+  const int64_t v = args.b.rows(), k = args.a.cols();
+  const float r = args.rstd.defined() ? load_f32(args.rstd, m) : 1.0f;
+  std::vector<float> logits(static_cast<size_t>(v));
+  epi::OnlineLse acc;
+  for (int64_t c = 0; c < v; ++c) {
+    float dot = 0.0f;
+    for (int64_t j = 0; j < k; ++j) dot += load_f32(args.a, m, j) * load_f32(args.b, c, j);
+    logits[static_cast<size_t>(c)] = dot * r;
+    acc.add(dot * r);
+  }
+  const float lse = acc.value();
+  const int32_t t = load_i32(args.targets, m);
+  for (int64_t c = 0; c < v; ++c)
+    store_f32(args.grad_out, m, c, epi::exp_f(logits[static_cast<size_t>(c)] - lse) - (c == t ? 1.0f : 0.0f));
+  store_f32(plan.lse, m, 0, lse);
+  store_f32(args.grad_scale_out, m, 0, norm);
+}
+
+Status lm_head_train(const LmHeadTrainArgs& args) {
+  LmHeadTrainPlan plan;
+  CODA_TRY(plan_lm_head_train(args, &plan));
+  CODA_TRY(check_targets("lm_head_train", args.targets, args.b.rows(), args.ignore_index));
+  const int64_t rows = args.a.rows();
+  if (rows == 0) return cross_entropy(plan.ce);
+  // 1. The anchor: the first A logits (before rstd), then c = max * rstd + margin per row.
+  CODA_TRY(gemm({args.a, plan.anchor_b, {}, plan.anchor}));
+  for (int64_t m = 0; m < rows; ++m) {
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < plan.anchor.cols(); ++c) mx = epi::fmax_f(mx, load_f32(plan.anchor, m, c));
+    const float r = args.rstd.defined() ? load_f32(args.rstd, m) : 1.0f;
+    store_f32(plan.exp.shift, m, 0, lm_head_shift(mx * r));
+  }
+  // 2. E, its granule sums and the target logits.
+  CODA_TRY(gemm_lse_exp(plan.exp));
+  // 3. Per row: S, lse, the target's entry less S, u; rows out of range take the exact path.
+  int64_t count = 0;
+  for (int64_t m = 0; m < rows; ++m) count += load_i32(args.targets, m) != args.ignore_index;
+  const float norm = args.reduction == Reduction::kMean ? (count ? 1.0f / static_cast<float>(count) : 0.0f) : 1.0f;
+  for (int64_t m = 0; m < rows; ++m) {
+    float sum = 0.0f;
+    for (int64_t t = 0; t < plan.exp.sum_partials.cols(); ++t) sum += load_f32(plan.exp.sum_partials, m, t);
+    const int32_t t = load_i32(args.targets, m);
+    const bool ignored = t == args.ignore_index;
+    if (!ignored && lm_head_sum_out_of_range(sum)) {
+      lm_head_exact_row(args, plan, m, norm);
+      continue;
+    }
+    store_f32(plan.lse, m, 0, lm_head_lse(load_f32(plan.exp.shift, m), sum));
+    store_f32(args.grad_scale_out, m, 0, ignored ? 0.0f : norm / sum);
+    if (!ignored) store_f32(args.grad_out, m, t, load_f32(args.grad_out, m, t) - sum);
+  }
+  return cross_entropy(plan.ce);
+}
+
+Status lm_head_backward(const LmHeadBackwardArgs& args) {
+  LmHeadBackwardPlan plan;
+  CODA_TRY(plan_lm_head_backward(args, &plan));
+  const int64_t rows = args.a.rows(), k = args.a.cols();
+  const float dloss = args.dloss_ptr ? *args.dloss_ptr : args.dloss;
+  for (int64_t m = 0; m < rows; ++m) {
+    const float s = lm_head_row_scale(dloss, load_f32(args.grad_scale, m),
+                                      args.rstd.defined() ? load_f32(args.rstd, m) : 1.0f);
+    store_f32(plan.row_scale, m, 0, s);
+    if (args.db_out.defined())
+      for (int64_t j = 0; j < k; ++j) store_f32(plan.scaled_a, m, j, s * load_f32(args.a, m, j));
+  }
+  if (args.da_out.defined()) CODA_TRY(gemm_row_scale(args.grad, args.b.transposed(), plan.row_scale, args.da_out));
+  if (args.db_out.defined()) CODA_TRY(gemm({args.grad.transposed(), plan.scaled_a.transposed(), {}, args.db_out}));
+  return {};
+}
+
 Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out) {
   CODA_TRY(validate_interleave_gate_up(gate, up, out));
   for (int64_t r = 0; r < out.rows(); ++r)

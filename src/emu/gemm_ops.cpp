@@ -17,6 +17,8 @@ Status check_config(const char* op, const EmuConfig& cfg) {
   return {};
 }
 
+}  // namespace
+
 // Host-data check of class targets: each in [0, classes) or equal to ignore_index.
 Status check_targets(const char* op, const TensorView& targets, int64_t classes, int32_t ignore_index) {
   for (int64_t i = 0; i < targets.rows(); ++i) {
@@ -28,8 +30,6 @@ Status check_targets(const char* op, const TensorView& targets, int64_t classes,
   }
   return {};
 }
-
-}  // namespace
 
 Status check_positions(const char* op, const TensorView& positions) {
   for (int64_t i = 0; i < positions.rows(); ++i)
@@ -196,6 +196,42 @@ Status gemm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
 Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, const EmuConfig& cfg) {
   CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_lse", args.rstd));
   return gemm_lse(args, cfg);
+}
+
+Status gemm_lse_exp(const LmHeadExpArgs& args, const EmuConfig& cfg) {
+  const char* op = args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp";
+  CODA_TRY(check_config(op, cfg));
+  CODA_TRY(validate(args, cfg.grain()));
+  CODA_TRY(check_targets(op, args.targets, args.b.rows(), args.ignore_index));
+  if (args.a.rows() == 0) return {};
+  using P = programs::LmHeadExp;
+  HostCtx ctx;
+  ctx.rows[P::kRowRstd] = args.rstd;
+  ctx.rows[P::kRowShift] = args.shift;
+  ctx.row_ints[P::kRowTargets] = args.targets;
+  ctx.outs[P::kOutExp] = args.exp_out;
+  ctx.row_outs[P::kRowOutTarget] = args.target_logit_out;
+  ctx.row_partials[P::kRowSum] = args.sum_partials;
+  P program;
+  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  program.ignore_index = args.ignore_index;
+  program.classes = static_cast<int>(args.b.rows());
+  run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
+  return {};
+}
+
+Status gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale, const TensorView& d,
+                      const EmuConfig& cfg) {
+  const char* op = "gemm_row_scale";
+  CODA_TRY(check_config(op, cfg));
+  CODA_TRY(validate_gemm_row_scale(a, b, row_scale, d));
+  if (a.rows() == 0 || b.rows() == 0) return {};
+  using P = programs::RowScale;
+  HostCtx ctx;
+  ctx.rows[P::kRowScale] = row_scale;
+  ctx.outs[P::kOutD] = d;
+  run_gemm(GemmInputs(a, b), P{}, ctx, cfg);
+  return {};
 }
 
 Status check_ce_targets(const CrossEntropyArgs& args) {

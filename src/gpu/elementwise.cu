@@ -907,6 +907,143 @@ void set_qk_common(P& p, const Args& args, int64_t rows) {
   p.hd = args.heads.head_dim;
 }
 
+// ---- lm_head_train / lm_head_backward (coda/ops/cross_entropy.hpp) -------------------------------
+
+struct LmTrainParams {
+  Mat2 anchor;            // [M, A] fp32
+  Mat2 a, b;              // the GEMM operands (K-major), for the exact path
+  const float* rstd;      // optional
+  const int* targets;
+  int ignore;
+  int mean;
+  int64_t rows, classes, k, anchor_cols, parts;
+  float* shift;           // [M]
+  const float* partials;  // [M, parts]
+  float* lse;
+  float* norm;            // [1]
+  int* flagged;           // [M + 1]: count, rows
+  Mat2 grad;              // [M, V]
+  float* scale;           // u [M]
+};
+
+// One block: norm = 1 / count (mean) or 1, and the exact path's row count cleared.
+__global__ void lm_norm_kernel(LmTrainParams p) {
+  float count = 0.0f;
+  for (int64_t m = threadIdx.x; m < p.rows; m += blockDim.x) count += p.targets[m] != p.ignore ? 1.0f : 0.0f;
+  count = block_sum(count);  // exact: integers below 2^24
+  if (threadIdx.x == 0) {
+    p.norm[0] = p.mean ? (count > 0.0f ? 1.0f / count : 0.0f) : 1.0f;
+    p.flagged[0] = 0;
+  }
+}
+
+// One warp per row: the shift from the anchor's largest logit.
+__global__ void lm_shift_kernel(LmTrainParams p) {
+  const int64_t m = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (m >= p.rows) return;
+  float mx = -INFINITY;
+  for (int64_t c = lane; c < p.anchor_cols; c += 32) mx = epi::fmax_f(mx, at(p.anchor, m, c));
+  for (int o = 16; o > 0; o >>= 1) mx = epi::fmax_f(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (lane == 0) p.shift[m] = lm_head_shift(mx * (p.rstd ? p.rstd[m] : 1.0f));
+}
+
+// One warp per row: S = sum of the granule sums; lse, u, the target's entry less S. A row whose S
+// left fp32's range is queued for lm_exact_kernel instead.
+__global__ void lm_finish_kernel(LmTrainParams p) {
+  const int64_t m = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (m >= p.rows) return;
+  float sum = 0.0f;
+  for (int64_t t = lane; t < p.parts; t += 32) sum += p.partials[m * p.parts + t];
+  sum = warp_sum(sum);
+  if (lane != 0) return;
+  const int t = p.targets[m];
+  const bool ignored = t == p.ignore;
+  if (!ignored && lm_head_sum_out_of_range(sum)) {
+    p.flagged[1 + atomicAdd(p.flagged, 1)] = static_cast<int>(m);
+    return;
+  }
+  p.lse[m] = lm_head_lse(p.shift[m], sum);
+  p.scale[m] = ignored ? 0.0f : p.norm[0] / sum;
+  if (!ignored && t >= 0 && t < p.classes) put(p.grad, m, t, at(p.grad, m, t) - sum);
+}
+
+// The exact path, one block per queued row (none in a sane model): the logits in fp32 from the
+// operands (K-major, 16-bit), twice (lse, then grad = softmax - onehot), u = norm. Reads all of b
+// twice per row.
+template <class T>
+__device__ float lm_logit(const T* a, const T* b, int64_t k, float r, int lane) {
+  float s = 0.0f;
+  for (int64_t j = lane; j < k; j += 32) s += static_cast<float>(a[j]) * static_cast<float>(b[j]);
+  return warp_sum(s) * r;
+}
+template <class T>
+__global__ void __launch_bounds__(256) lm_exact_kernel(LmTrainParams p) {
+  __shared__ float wmax[8], wsum[8];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const auto* a = static_cast<const T*>(p.a.p);
+  const auto* b = static_cast<const T*>(p.b.p);
+  for (int i = blockIdx.x; i < p.flagged[0]; i += gridDim.x) {
+    const int64_t m = p.flagged[1 + i];
+    const float r = p.rstd ? p.rstd[m] : 1.0f;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t v = warp; v < p.classes; v += warps) {
+      const float x = lm_logit(a + m * p.a.ld, b + v * p.b.ld, p.k, r, lane);
+      const float nm = fmaxf(mx, x);
+      sum = sum * expf(mx - nm) + expf(x - nm);
+      mx = nm;
+    }
+    if (lane == 0) wmax[warp] = mx, wsum[warp] = sum;
+    __syncthreads();
+    float all = -INFINITY, total = 0.0f;
+    for (int w = 0; w < warps; ++w) all = fmaxf(all, wmax[w]);
+    for (int w = 0; w < warps; ++w) total += wsum[w] * expf(wmax[w] - all);
+    const float lse = all + logf(total);
+    const int t = p.targets[m];
+    for (int64_t v = warp; v < p.classes; v += warps) {
+      const float x = lm_logit(a + m * p.a.ld, b + v * p.b.ld, p.k, r, lane);
+      if (lane == 0) put(p.grad, m, v, expf(x - lse) - (v == t ? 1.0f : 0.0f));
+    }
+    if (threadIdx.x == 0) {
+      p.lse[m] = lse;
+      p.scale[m] = p.norm[0];
+    }
+    __syncthreads();
+  }
+}
+
+// Backward: s = dloss u (rstd) per row; scaled_a = s a (8 values per vector) when asked.
+template <class T>
+__global__ void __launch_bounds__(256) lm_scale_vec_kernel(const float* u, const float* rstd, float dloss,
+                                                           const float* dloss_ptr, float* s_out, const uint4* a,
+                                                           int64_t lda, uint4* sa, int64_t ldsa, int64_t rows,
+                                                           int64_t vpr) {
+  const float dl = dloss_ptr ? *dloss_ptr : dloss;
+  for (int64_t m = blockIdx.x; m < rows; m += gridDim.x) {
+    const float s = lm_head_row_scale(dl, u[m], rstd ? rstd[m] : 1.0f);
+    if (threadIdx.x == 0) s_out[m] = s;
+    if (!sa) continue;
+    for (int64_t c = threadIdx.x; c < vpr; c += blockDim.x) {
+      float f[kVec];
+      unpack8<T>(a[m * lda + c], f);
+      CODA_UNROLL
+      for (int i = 0; i < kVec; ++i) f[i] *= s;
+      sa[m * ldsa + c] = pack8<T>(f);
+    }
+  }
+}
+__global__ void lm_scale_kernel(const float* u, const float* rstd, float dloss, const float* dloss_ptr, float* s_out,
+                                Mat2 a, Mat2 sa, int64_t rows, int64_t k) {
+  const float dl = dloss_ptr ? *dloss_ptr : dloss;
+  for (int64_t m = blockIdx.x; m < rows; m += gridDim.x) {
+    const float s = lm_head_row_scale(dl, u[m], rstd ? rstd[m] : 1.0f);
+    if (threadIdx.x == 0) s_out[m] = s;
+    if (!sa.p) continue;
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) put(sa, m, j, s * at(a, m, j));
+  }
+}
+
 }  // namespace
 
 // ---- entries --------------------------------------------------------------------------------------------
@@ -1070,6 +1207,91 @@ Status lm_head_loss(const LmHeadLossArgs& args, cudaStream_t stream) {
   CODA_TRY(gemm_lse(plan.lse, stream));
   CODA_TRY(lse_finish(plan.finish, stream));
   return cross_entropy(plan.ce, stream);
+}
+
+Status lm_head_train(const LmHeadTrainArgs& args, cudaStream_t stream) {
+  const char* op = "lm_head_train";
+  LmHeadTrainPlan plan;
+  CODA_TRY(plan_lm_head_train(args, &plan));
+  const int64_t rows = args.a.rows(), v = args.b.rows();
+  if (rows == 0) return cross_entropy(plan.ce, stream);
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"targets", args.targets},
+                                {"loss_out", args.loss_out}, {"row_loss_out", args.row_loss_out},
+                                {"lse_out", args.lse_out}, {"grad_out", args.grad_out},
+                                {"grad_scale_out", args.grad_scale_out}, {"workspace", plan.exp.shift}}));
+  // The fused GEMM's rules, before anything runs.
+  if (!k_major(args.a) || !k_major(args.b))
+    return Status::not_supported(std::string(op) + ": arguments 'a' [M, K] and 'b' [V, K] must be row-major (unit "
+                                 "stride along K) on the GPU");
+  LmTrainParams p{};
+  p.anchor = mat_of(plan.anchor);
+  p.a = mat_of(args.a);
+  p.b = mat_of(args.b);
+  p.rstd = static_cast<const float*>(args.rstd.data());
+  p.targets = static_cast<const int*>(args.targets.data());
+  p.ignore = args.ignore_index;
+  p.mean = args.reduction == Reduction::kMean;
+  p.rows = rows;
+  p.classes = v;
+  p.k = args.a.cols();
+  p.anchor_cols = plan.anchor.cols();
+  p.parts = plan.exp.sum_partials.cols();
+  p.shift = static_cast<float*>(plan.exp.shift.data());
+  p.partials = static_cast<const float*>(plan.exp.sum_partials.data());
+  p.lse = static_cast<float*>(plan.lse.data());
+  p.norm = static_cast<float*>(plan.norm.data());
+  p.flagged = static_cast<int*>(plan.flagged.data());
+  p.grad = mat_of(args.grad_out);
+  p.scale = static_cast<float*>(args.grad_scale_out.data());
+  // 1. The anchor's logits (fp32) and the per-row shift; norm.
+  CODA_TRY(gemm({args.a, plan.anchor_b, {}, plan.anchor}, stream));
+  lm_norm_kernel<<<1, 1024, 0, stream>>>(p);
+  lm_shift_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(p);
+  CODA_TRY(launch_status(op));
+  // 2. E, its granule sums, the target logits: the fused GEMM.
+  CODA_TRY(gemm_lse_exp(plan.exp, stream));
+  // 3. lse, u, the target's entry; rows out of range recomputed exactly.
+  lm_finish_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(p);
+  with_half(args.a.dtype(), [&](auto tag) {
+    lm_exact_kernel<typename decltype(tag)::type>
+        <<<static_cast<unsigned>(std::min<int64_t>(rows, 2 * sm_count())), 256, 0, stream>>>(p);
+  });
+  CODA_TRY(launch_status(op));
+  // 4. The loss from lse and the target logits.
+  return cross_entropy(plan.ce, stream);
+}
+
+Status lm_head_backward(const LmHeadBackwardArgs& args, cudaStream_t stream) {
+  const char* op = "lm_head_backward";
+  LmHeadBackwardPlan plan;
+  CODA_TRY(plan_lm_head_backward(args, &plan));
+  const int64_t rows = args.a.rows(), k = args.a.cols();
+  if (!args.da_out.defined() && !args.db_out.defined()) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"grad", args.grad},
+                                {"grad_scale", args.grad_scale}, {"da_out", args.da_out}, {"db_out", args.db_out},
+                                {"workspace", plan.row_scale}}));
+  if (rows > 0) {
+    const auto* u = static_cast<const float*>(args.grad_scale.data());
+    const auto* rstd = static_cast<const float*>(args.rstd.data());
+    auto* s = static_cast<float*>(plan.row_scale.data());
+    const bool with_a = args.db_out.defined();
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(rows, 8 * sm_count()));
+    if (vec16(args.a) && vec16(plan.scaled_a) && args.a.dtype() == plan.scaled_a.dtype()) {
+      with_half(args.a.dtype(), [&](auto tag) {
+        lm_scale_vec_kernel<typename decltype(tag)::type><<<grid, 256, 0, stream>>>(
+            u, rstd, args.dloss, args.dloss_ptr, s, vecs(args.a), ld_vecs(args.a),
+            with_a ? vecs(plan.scaled_a) : nullptr, ld_vecs(plan.scaled_a), rows, k / kVec);
+      });
+    } else {
+      lm_scale_kernel<<<grid, 256, 0, stream>>>(u, rstd, args.dloss, args.dloss_ptr, s, mat_of(args.a),
+                                                with_a ? mat_of(plan.scaled_a) : Mat2{nullptr, 0, 0}, rows, k);
+    }
+    CODA_TRY(launch_status(op));
+  }
+  if (args.da_out.defined()) CODA_TRY(gemm_row_scale(args.grad, args.b.transposed(), plan.row_scale, args.da_out, stream));
+  if (args.db_out.defined())
+    CODA_TRY(gemm({args.grad.transposed(), plan.scaled_a.transposed(), {}, args.db_out}, stream));
+  return {};
 }
 
 Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out, cudaStream_t stream) {

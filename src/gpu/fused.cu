@@ -90,12 +90,14 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.sm_count = sm_count();
   GemmConfig c = choose_config(prob);
   // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. Fused programs run on
-  // the pingpong kernel at every shape: its epilogue hides under the other warpgroup's mainloop,
+  // the pingpong kernel at every K up to kPingpongMaxK: its epilogue hides under the other warpgroup's mainloop,
   // while the cooperative kernel's does not (H200, 120ddcf, `coda bench --variants`: pingpong
   // faster on all 14 cases, 1.02-1.22x cuBLAS against 1.06-1.43x, including K = 8192 and 14336
   // and the LM head, whose 128-column tiles merge each granule's LSE halves; bench/NOTES.md).
   // The cooperative kernel stays compiled for CODA_FUSED_VARIANT=0 (tests, benchmarks).
-  c.variant = KernelVariant::k128x128_pp_c2x1;
+  // Beyond kPingpongMaxK the plain GEMM's long-K rule applies (the epilogue is negligible there and
+  // the pingpong kernel was unstable: lm_head_backward's dgrad, K = V).
+  if (prob.k <= kPingpongMaxK || c.variant != KernelVariant::k128x256_c2x1) c.variant = KernelVariant::k128x128_pp_c2x1;
   if (const char* v = std::getenv("CODA_FUSED_VARIANT")) {  // benchmarks: force a compiled variant
     if (std::string(v) == "0") c.variant = KernelVariant::k128x256_c2x1;
     if (std::string(v) == "2") c.variant = KernelVariant::k128x128_pp_c2x1;
@@ -198,6 +200,26 @@ Status lse_impl(const char* op, const LmHeadLseArgs& args, cudaStream_t stream) 
   return run_fused(op, args.a, args.b, L, stream);
 }
 
+Status lse_exp_impl(const char* op, const LmHeadExpArgs& args, cudaStream_t stream) {
+  CODA_TRY(validate(args));
+  if (args.a.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"targets", args.targets},
+                                {"shift", args.shift}, {"exp_out", args.exp_out}, {"sum_partials", args.sum_partials},
+                                {"target_logit_out", args.target_logit_out}}));
+  using P = programs::LmHeadExp;
+  LaunchArgs<P> L;
+  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  L.program.ignore_index = args.ignore_index;
+  L.program.classes = static_cast<int>(args.b.rows());
+  L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
+  L.epi.rows[P::kRowShift] = vec_of(args.shift);
+  L.epi.row_ints[P::kRowTargets] = vec_of(args.targets);
+  CODA_TRY(bind_output(L.epi, P::kOutExp, args.exp_out, op));
+  L.epi.row_outs[P::kRowOutTarget] = static_cast<float*>(args.target_logit_out.data());
+  L.epi.row_sums[P::kRowSum] = partial_of(args.sum_partials);
+  return run_fused(op, args.a, args.b, L, stream);
+}
+
 // Residual + RMSNorm partial (either instance of the program; the caller has validated).
 template <class P>
 Status residual_impl(const char* op, const ResidualRmsNormPartialArgs& args, cudaStream_t stream) {
@@ -289,6 +311,23 @@ Status gemm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
 Status gemm_rmsnorm_lse(const LmHeadLseArgs& args, cudaStream_t stream) {
   CODA_TRY(check_rmsnorm_rstd("gemm_rmsnorm_lse", args.rstd));
   return lse_impl("gemm_rmsnorm_lse", args, stream);
+}
+
+Status gemm_lse_exp(const LmHeadExpArgs& args, cudaStream_t stream) {
+  return lse_exp_impl(args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp", args, stream);
+}
+
+Status gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale, const TensorView& d,
+                      cudaStream_t stream) {
+  const char* op = "gemm_row_scale";
+  CODA_TRY(validate_gemm_row_scale(a, b, row_scale, d));
+  if (a.rows() == 0 || b.rows() == 0) return {};
+  CODA_TRY(device_prologue(op, {{"a", a}, {"b", b}, {"row_scale", row_scale}, {"d", d}}));
+  using P = programs::RowScale;
+  LaunchArgs<P> L;
+  L.epi.rows[P::kRowScale] = vec_of(row_scale);
+  CODA_TRY(bind_output(L.epi, P::kOutD, d, op));
+  return run_fused<false>(op, a, b, L, stream);
 }
 
 Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {

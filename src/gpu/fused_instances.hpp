@@ -22,6 +22,10 @@
   X(E, true, true, 2, ::coda::programs::QkvSqsum)                     \
   X(E, true, true, 0, ::coda::programs::LmHeadLse)                    \
   X(E, true, true, 2, ::coda::programs::LmHeadLse)                    \
+  X(E, true, true, 0, ::coda::programs::LmHeadExp)                    \
+  X(E, true, true, 2, ::coda::programs::LmHeadExp)                    \
+  X(E, true, false, 0, ::coda::programs::RowScale)                    \
+  X(E, true, false, 2, ::coda::programs::RowScale)                    \
   X(E, true, false, 0, ::coda::programs::RmsNormBackward)             \
   X(E, true, false, 2, ::coda::programs::RmsNormBackward)             \
   X(E, true, false, 0, ::coda::programs::SwigluBackward)              \

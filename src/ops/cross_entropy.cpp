@@ -1,6 +1,8 @@
 // Argument checks of the LM-head loss pieces.
 #include "coda/ops/cross_entropy.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace coda {
@@ -93,6 +95,165 @@ Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan) {
   CODA_TRY(validate(plan->lse));
   CODA_TRY(validate(plan->finish));
   return validate(ce);
+}
+
+Status validate(const LmHeadExpArgs& args, const Grain& grain) {
+  ArgCheck check(args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp");
+  const GemmShape s = check_gemm_operands(check, args.a, args.b);
+  check.optional("rstd", args.rstd, {s.m}, kFP32Only)
+      .tensor("targets", args.targets, {s.m}, kInt32Only)
+      .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",
+            "must not be a valid class in [0, V), got " + std::to_string(args.ignore_index))
+      .tensor("shift", args.shift, {s.m}, kFP32Only)
+      .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16)
+      .tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
+      .tensor("target_logit_out", args.target_logit_out, {s.m}, kFP32Only)
+      .no_alias({{"exp_out", args.exp_out}, {"sum_partials", args.sum_partials},
+                 {"target_logit_out", args.target_logit_out}},
+                {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"targets", args.targets}, {"shift", args.shift}});
+  return check.status();
+}
+
+namespace {
+
+// Workspace regions, each 256-byte aligned.
+size_t region(size_t bytes) { return (bytes + 255) / 256 * 256; }
+int64_t anchor_classes(int64_t v) { return std::min<int64_t>(v, kLmAnchorClasses); }
+int64_t pad8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// The workspace's size, and its regions when `base` is given.
+size_t train_layout(int64_t m, int64_t v, const Grain& grain, DType dt, char* base, LmHeadTrainPlan* plan) {
+  const auto um = static_cast<size_t>(m);
+  const int64_t na = anchor_classes(v), t = ceil_div(v, grain.cols);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* p = base ? base + off : nullptr;
+    off += region(bytes);
+    return p;
+  };
+  char* anchor = take(um * static_cast<size_t>(pad8(na)) * 2);
+  char* shift = take(um * 4);
+  char* partials = take(um * static_cast<size_t>(t) * 4);
+  char* tl = take(um * 4);
+  char* lse = take(um * 4);
+  char* norm = take(4);
+  char* flagged = take((um + 1) * 4);
+  if (base) {
+    plan->anchor = TensorView::matrix(anchor, dt, m, na, pad8(na));
+    plan->exp.shift = TensorView::vector(shift, DType::kFP32, m);
+    plan->exp.sum_partials = TensorView::matrix(partials, DType::kFP32, m, t);
+    plan->exp.target_logit_out = TensorView::vector(tl, DType::kFP32, m);
+    plan->lse = TensorView::vector(lse, DType::kFP32, m);
+    plan->norm = TensorView::vector(norm, DType::kFP32, 1);
+    plan->flagged = TensorView::vector(flagged, DType::kInt32, m + 1);
+  }
+  return off;
+}
+
+Status check_workspace(const char* op, const char* fn, size_t need, const void* ws, size_t bytes) {
+  if (bytes < need || (need > 0 && !ws))
+    return Status::invalid_argument(std::string(op) + ": argument 'workspace' must hold at least " +
+                                    std::to_string(need) + " bytes (" + fn + "), got " + std::to_string(bytes));
+  return {};
+}
+
+}  // namespace
+
+size_t lm_head_train_workspace_bytes(int64_t m, int64_t v) {
+  return train_layout(m, v, Grain{}, DType::kBF16, nullptr, nullptr);
+}
+
+Status plan_lm_head_train(const LmHeadTrainArgs& args, LmHeadTrainPlan* plan, const Grain& grain) {
+  const char* op = "lm_head_train";
+  {
+    ArgCheck check(op);
+    const GemmShape s = check_gemm_operands(check, args.a, args.b);
+    check.rule(s.n > 0 || !check.ok(), "b", "must have at least one class (V >= 1)")
+        .optional("rstd", args.rstd, {s.m}, kFP32Only)
+        .tensor("targets", args.targets, {s.m}, kInt32Only)
+        .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",
+              "must not be a valid class in [0, V), got " + std::to_string(args.ignore_index))
+        .rule(args.reduction == Reduction::kMean || args.reduction == Reduction::kSum, "reduction",
+              "must be mean or sum")
+        .tensor("loss_out", args.loss_out, {1}, kFP32Only)
+        .optional("row_loss_out", args.row_loss_out, {s.m}, kFP32Only)
+        .optional("lse_out", args.lse_out, {s.m}, kFP32Only)
+        .tensor("grad_out", args.grad_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16);
+    if (check.ok()) check.same_dtype("a", args.a, "grad_out", args.grad_out);
+    check.tensor("grad_scale_out", args.grad_scale_out, {s.m}, kFP32Only)
+        .no_alias({{"loss_out", args.loss_out}, {"row_loss_out", args.row_loss_out}, {"lse_out", args.lse_out},
+                   {"grad_out", args.grad_out}, {"grad_scale_out", args.grad_scale_out}},
+                  {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"targets", args.targets}});
+    CODA_TRY(check.status());
+  }
+  const int64_t m = args.a.rows(), v = args.b.rows();
+  CODA_TRY(check_workspace(op, "lm_head_train_workspace_bytes", train_layout(m, v, grain, args.a.dtype(), nullptr, nullptr),
+                           args.workspace, args.workspace_bytes));
+  train_layout(m, v, grain, args.a.dtype(), static_cast<char*>(args.workspace), plan);
+  plan->anchor_b = args.b.row_slice(0, anchor_classes(v));
+  if (args.lse_out.defined()) plan->lse = args.lse_out;
+  LmHeadExpArgs& e = plan->exp;
+  e.a = args.a;
+  e.b = args.b;
+  e.rstd = args.rstd;
+  e.targets = args.targets;
+  e.ignore_index = args.ignore_index;
+  e.exp_out = args.grad_out;
+  CrossEntropyArgs& ce = plan->ce;
+  ce = CrossEntropyArgs{};
+  ce.lse = plan->lse;
+  ce.target_logit = e.target_logit_out;
+  ce.targets = args.targets;
+  ce.ignore_index = args.ignore_index;
+  ce.reduction = args.reduction;
+  ce.loss_out = args.loss_out;
+  ce.row_loss_out = args.row_loss_out;
+  CODA_TRY(validate(e, grain));
+  return validate(ce);
+}
+
+namespace {
+
+size_t backward_layout(int64_t m, int64_t k, char* base, DType dt, LmHeadBackwardPlan* plan) {
+  const auto um = static_cast<size_t>(m);
+  const size_t s_bytes = region(um * 4);
+  if (base) {
+    plan->row_scale = TensorView::vector(base, DType::kFP32, m);
+    plan->scaled_a = TensorView::matrix(base + s_bytes, dt, m, k, pad8(k));
+  }
+  return s_bytes + region(um * static_cast<size_t>(pad8(k)) * 2);
+}
+
+}  // namespace
+
+size_t lm_head_backward_workspace_bytes(int64_t m, int64_t k) {
+  return backward_layout(m, k, nullptr, DType::kBF16, nullptr);
+}
+
+Status plan_lm_head_backward(const LmHeadBackwardArgs& args, LmHeadBackwardPlan* plan) {
+  const char* op = "lm_head_backward";
+  ArgCheck check(op);
+  const GemmShape s = check_gemm_operands(check, args.a, args.b);
+  check.optional("rstd", args.rstd, {s.m}, kFP32Only)
+      .tensor("grad", args.grad, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16);
+  if (check.ok()) check.same_dtype("a", args.a, "grad", args.grad);
+  check.tensor("grad_scale", args.grad_scale, {s.m}, kFP32Only)
+      .rule(std::isfinite(args.dloss) || args.dloss_ptr, "dloss", "must be finite")
+      .optional("da_out", args.da_out, {s.m, s.k}, kGemmInputTypes, Layout::kRowMajor16)
+      .optional("db_out", args.db_out, {s.n, s.k}, kStoreTypes, Layout::kRowMajor16)
+      .no_alias({{"da_out", args.da_out}, {"db_out", args.db_out}},
+                {{"a", args.a}, {"b", args.b}, {"rstd", args.rstd}, {"grad", args.grad},
+                 {"grad_scale", args.grad_scale}});
+  if (check.ok() && args.da_out.defined()) check.same_dtype("a", args.a, "da_out", args.da_out);
+  CODA_TRY(check.status());
+  if (!(args.a.stride(1) == 1 || args.a.size(1) <= 1))
+    return Status::invalid_argument(std::string(op) + ": argument 'a' [M, K] must be row-major (unit stride along K)");
+  if (!(args.b.stride(1) == 1 || args.b.size(1) <= 1))
+    return Status::invalid_argument(std::string(op) + ": argument 'b' [V, K] must be row-major (unit stride along K)");
+  CODA_TRY(check_workspace(op, "lm_head_backward_workspace_bytes", backward_layout(s.m, s.k, nullptr, args.a.dtype(), nullptr),
+                           args.workspace, args.workspace_bytes));
+  backward_layout(s.m, s.k, static_cast<char*>(args.workspace), args.a.dtype(), plan);
+  return {};
 }
 
 }  // namespace coda

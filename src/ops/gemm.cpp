@@ -29,4 +29,14 @@ Status validate(const GemmArgs& args) {
   return check.status();
 }
 
+Status validate_gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale,
+                               const TensorView& d) {
+  ArgCheck check("gemm_row_scale");
+  const GemmShape s = check_gemm_operands(check, a, b);
+  check.tensor("row_scale", row_scale, {s.m}, kFP32Only)
+      .tensor("d", d, {s.m, s.n}, kStoreTypes, Layout::kRowMajor16)
+      .no_alias({{"d", d}}, {{"a", a}, {"b", b}, {"row_scale", row_scale}});
+  return check.status();
+}
+
 }  // namespace coda

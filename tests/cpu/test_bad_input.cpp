@@ -341,6 +341,58 @@ TEST(BadInput, LmHead) {
                      "loss_out", "[1]");
 }
 
+TEST(BadInput, LmHeadTrain) {
+  using T = LmHeadTrainArgs;
+  static std::vector<char> ws(lm_head_train_workspace_bytes(4, 300));
+  const std::function<T(Case&)> make = [](Case& c) {
+    T a;
+    a.a = c.in(kBF16, 4, 16);
+    a.b = c.in(kBF16, 300, 16);
+    a.targets = c.ints({0, 299, -100, 7});
+    a.loss_out = c.out(kFP32, 1, 0);
+    a.grad_out = c.out(kBF16, 4, 304).row_slice(0, 4);
+    a.grad_out.desc.sizes[1] = 300;
+    a.grad_scale_out = c.out(kFP32, 4, 0);
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    return a;
+  };
+  const std::function<Status(const T&)> run = [](const T& a) { return emu::lm_head_train(a); };
+  const char* op = "lm_head_train";
+  expect_rejected<T>("workspace too small", make, [](T& a) { a.workspace_bytes -= 1; }, run, op, "workspace",
+                     "lm_head_train_workspace_bytes");
+  expect_rejected<T>("fp32 grad", make, [](T& a) { a.grad_out.desc.dtype = CODA_DTYPE_FP32; }, run, op, "grad_out");
+  expect_rejected<T>("grad shape", make, [](T& a) { a.grad_out.desc.sizes[1] = 299; }, run, op, "grad_out",
+                     "[4, 300]");
+  expect_rejected<T>("target out of range", make, [](T& a) { static_cast<int32_t*>(a.targets.data())[1] = 300; },
+                     run, op, "targets", "outside [0, 300)");
+  expect_rejected<T>("ignore index is a class", make, [](T& a) { a.ignore_index = 5; }, run, op, "ignore_index");
+  expect_rejected<T>("scale length", make, [](T& a) { a.grad_scale_out.desc.sizes[0] = 3; }, run, op,
+                     "grad_scale_out", "[4]");
+  using B = LmHeadBackwardArgs;
+  static std::vector<char> wsb(lm_head_backward_workspace_bytes(4, 16));
+  const std::function<B(Case&)> make_b = [](Case& c) {
+    B a;
+    a.a = c.in(kBF16, 4, 16);
+    a.b = c.in(kBF16, 300, 16);
+    a.grad = c.in(kBF16, 4, 304).row_slice(0, 4);
+    a.grad.desc.sizes[1] = 300;
+    a.grad_scale = c.vec(kFP32, 4, 0.1f);
+    a.da_out = c.out(kBF16, 4, 16);
+    a.db_out = c.out(kFP32, 300, 16);
+    a.workspace = wsb.data();
+    a.workspace_bytes = wsb.size();
+    return a;
+  };
+  const std::function<Status(const B&)> run_b = [](const B& a) { return emu::lm_head_backward(a); };
+  expect_rejected<B>("grad width", make_b, [](B& a) { a.grad.desc.sizes[1] = 299; }, run_b, "lm_head_backward", "grad",
+                     "[4, 300]");
+  expect_rejected<B>("dloss NaN", make_b, [](B& a) { a.dloss = NAN; }, run_b, "lm_head_backward", "dloss", "finite");
+  expect_rejected<B>("da dtype", make_b, [](B& a) { a.da_out.desc.dtype = CODA_DTYPE_FP16; }, run_b, "lm_head_backward",
+                     "da_out");
+  expect_rejected<B>("workspace", make_b, [](B& a) { a.workspace = nullptr; }, run_b, "lm_head_backward", "workspace");
+}
+
 // ---- the block --------------------------------------------------------------------------------
 
 TEST(BadInput, Block) {

@@ -115,4 +115,22 @@ inline Status cross_entropy(const CrossEntropyArgs& a) {
              &A::loss_out, &A::row_loss_out, &A::logits, &A::dlogits_out, &A::zdz_out);
 }
 
+// The two-step LM-head training API: its host workspace stands for a device one of the same size.
+template <class Args, class Fn, class... Views>
+Status run_with_workspace(Args args, Fn fn, Views Args::*... views) {
+  dev::Buffer ws(args.workspace_bytes);
+  args.workspace = args.workspace_bytes ? ws.get() : nullptr;
+  return run(args, fn, views...);
+}
+inline Status lm_head_train(const LmHeadTrainArgs& a) {
+  using A = LmHeadTrainArgs;
+  return run_with_workspace(a, [](const A& x) { return coda::lm_head_train(x); }, &A::a, &A::b, &A::rstd, &A::targets,
+                            &A::loss_out, &A::row_loss_out, &A::lse_out, &A::grad_out, &A::grad_scale_out);
+}
+inline Status lm_head_backward(const LmHeadBackwardArgs& a) {
+  using A = LmHeadBackwardArgs;
+  return run_with_workspace(a, [](const A& x) { return coda::lm_head_backward(x); }, &A::a, &A::b, &A::rstd,
+                            &A::grad, &A::grad_scale, &A::da_out, &A::db_out);
+}
+
 }  // namespace coda::gpu_ops

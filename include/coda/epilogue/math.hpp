@@ -34,6 +34,16 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 }
 #endif
 
+// 2^x with results below 2^-126 flushed to 0, the same on host and device (ex2_ftz on the GPU).
+CODA_HD float exp2_ftz(float x) {
+#if CODA_DEVICE_CODE
+  return ex2_ftz(x);
+#else
+  const float r = std::exp2(x);
+  return r < 1.17549435e-38f ? 0.0f : r;
+#endif
+}
+
 CODA_HD float log_f(float x) {
 #if CODA_DEVICE_CODE
   return logf(x);

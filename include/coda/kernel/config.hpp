@@ -49,5 +49,8 @@ struct GemmProblem {
 
 // The heuristic: a config from the shape alone.
 GemmConfig choose_config(const GemmProblem& p);
+// Beyond this K the cooperative 128x256 tile runs whatever the tile count (choose_config), fused
+// programs included.
+constexpr int64_t kPingpongMaxK = 32768;
 
 }  // namespace coda

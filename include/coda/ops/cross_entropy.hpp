@@ -82,6 +82,93 @@ struct LmHeadLossPlan {
 };
 Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan);
 
+// ---- Training without a dlogits pass (coda-math.md 5.5, mode (c); docs/ops.md) -----------------
+// For any per-row shift c, dlogits = g (softmax - onehot) = g exp(c - lse) (E - exp(lse - c) onehot)
+// with E = exp(logits - c) and g = dloss (/ count for the mean). lm_head_train fixes c per row
+// before the GEMM (the largest logit over the first kLmAnchorClasses classes, plus kLmShiftMargin),
+// so the GEMM's epilogue writes E, the only M x V tensor, and sums it per column granule. A finish
+// step makes lse = c + log S (S = sum_v E), subtracts S at the target, and writes u = norm / S
+// (norm = 1 / count for the mean, 1 for the sum; 0 for ignored rows), so that exactly
+//     dlogits[m, :] = dloss * u[m] * grad[m, :]          (grad = E - S onehot)
+// and no pass over the M x V tensor is needed between the forward and the backward GEMMs:
+// lm_head_backward computes da = diag(s) (grad b) in the dgrad GEMM's epilogue (a row scale) and
+// db = grad^T (s a) with s = dloss u (rstd). The 16-bit grad keeps the same relative precision as
+// stored dlogits (entries more than ~47 below the anchor's largest logit, probabilities under e^-47,
+// round to 0). A row whose sum leaves fp32's range (a logit more than ~117 above the anchor's
+// largest) is detected and recomputed exactly, one row per thread block on CUDA cores: correct, and
+// slow (milliseconds per such row); such rows do not occur in a sane model.
+constexpr int64_t kLmAnchorClasses = 128;
+constexpr float kLmShiftMargin = 40.0f;
+
+// The per-row arithmetic both backends share. shift = c log2 e from the anchor's largest logit.
+CODA_HD float lm_head_shift(float anchor_max) { return (anchor_max + kLmShiftMargin) * epi::kLog2e; }
+// A sum of E that left fp32's range (or is 0): the row takes the exact path. NaN stays NaN.
+CODA_HD bool lm_head_sum_out_of_range(float sum) { return sum > 1.0e38f || sum < 1.0e-30f; }
+CODA_HD float lm_head_lse(float shift, float sum) { return shift / epi::kLog2e + epi::log_f(sum); }
+// s = dloss u (rstd): dlogits = s grad, da = diag(s) (grad b), db = grad^T (s a).
+CODA_HD float lm_head_row_scale(float dloss, float u, float rstd) { return dloss * u * rstd; }
+
+struct LmHeadTrainArgs {
+  TensorView a;        // [M, K] bf16 | fp16
+  TensorView b;        // [V, K] a's dtype
+  TensorView rstd;     // optional [M] fp32: logits = rstd * (a b^T)
+  TensorView targets;  // [M] int32 in [0, V) or ignore_index
+  int32_t ignore_index = CODA_IGNORE_INDEX;
+  Reduction reduction = Reduction::kMean;
+  TensorView loss_out;        // [1] fp32
+  TensorView row_loss_out;    // optional [M] fp32 (0 for ignored rows)
+  TensorView lse_out;         // optional [M] fp32
+  TensorView grad_out;        // [M, V] a's dtype, row-major: E - S onehot
+  TensorView grad_scale_out;  // [M] fp32: u, dlogits = dloss * u[m] * grad[m, :]
+  void* workspace = nullptr;  // lm_head_train_workspace_bytes(M, V), where the tensors are
+  size_t workspace_bytes = 0;
+};
+size_t lm_head_train_workspace_bytes(int64_t m, int64_t v);
+
+// The fused GEMM of lm_head_train (the epilogue program LmHeadExp): E = exp(logits - c) with
+// shift[m] = c log2 e, per-granule sums of E as stored, the fp32 target logit.
+struct LmHeadExpArgs {
+  TensorView a, b, rstd, targets;
+  int32_t ignore_index = CODA_IGNORE_INDEX;
+  TensorView shift;            // [M] fp32
+  TensorView exp_out;          // [M, V]
+  TensorView sum_partials;     // [M, ceil(V / grain.cols)] fp32
+  TensorView target_logit_out; // [M] fp32
+};
+Status validate(const LmHeadExpArgs& args, const Grain& grain = {});
+
+// lm_head_train's steps on views into its workspace, every one validated before any runs; both
+// backends run exactly these.
+struct LmHeadTrainPlan {
+  TensorView anchor;      // [M, A] a's dtype: the first A = min(V, kLmAnchorClasses) logits / rstd
+  TensorView anchor_b;    // b's first A rows
+  LmHeadExpArgs exp;      // the fused GEMM
+  TensorView lse;         // [M] fp32 (lse_out or the workspace's)
+  TensorView norm;        // [1] fp32: 1 / count (mean) or 1 (sum)
+  TensorView flagged;     // [M + 1] int32: the count, then the rows recomputed exactly
+  CrossEntropyArgs ce;    // the loss from lse and the target logits
+};
+Status plan_lm_head_train(const LmHeadTrainArgs& args, LmHeadTrainPlan* plan, const Grain& grain = {});
+
+struct LmHeadBackwardArgs {
+  TensorView a, b, rstd;  // the forward's operands (rstd optional)
+  TensorView grad;        // [M, V] from lm_head_train
+  TensorView grad_scale;  // [M] fp32 from lm_head_train
+  float dloss = 1.0f;     // the upstream gradient of the loss
+  const float* dloss_ptr = nullptr;  // when set, dloss is read from here (where the tensors are)
+  TensorView da_out;      // optional [M, K] a's dtype: diag(s) (grad b), s = dloss u (rstd)
+  TensorView db_out;      // optional [V, K] b's dtype: grad^T diag(s) a
+  void* workspace = nullptr;  // lm_head_backward_workspace_bytes(M, K)
+  size_t workspace_bytes = 0;
+};
+size_t lm_head_backward_workspace_bytes(int64_t m, int64_t k);
+
+struct LmHeadBackwardPlan {
+  TensorView row_scale;  // [M] fp32: s
+  TensorView scaled_a;   // [M, K] a's dtype: s a (when db_out is given)
+};
+Status plan_lm_head_backward(const LmHeadBackwardArgs& args, LmHeadBackwardPlan* plan);
+
 namespace programs {
 
 struct LmHeadLse {
@@ -113,6 +200,35 @@ struct LmHeadLse {
     const int t = ctx.row_int(kRowTargets, f);
     const bool ignored = t == ignore_index;
     if (f.n == 0 && (ignored || t < 0 || t >= classes)) ctx.row_store(kRowOutTarget, f, ignored ? 0.0f : NAN);
+  }
+};
+
+// E = exp(logits - c) stored (lm_head_train), its per-granule sum as stored, the fp32 target logit.
+struct LmHeadExp {
+  static constexpr int kRowRstd = 0, kRowShift = 1;  // rows: rstd, c log2 e
+  static constexpr int kRowTargets = 0;              // int rows
+  static constexpr int kOutExp = 0;
+  static constexpr int kRowOutTarget = 0;            // row outputs
+  static constexpr int kRowSum = 0;                  // row partials
+  static constexpr epi::Resources kResources = epi::store_direct_all({1, 0, 0, 0, 0});
+  static constexpr uint32_t kHasRstd = 1;  // flags
+  static constexpr int kFlagBits = 1;
+  uint32_t flags = 0;
+  int32_t ignore_index = CODA_IGNORE_INDEX;
+  int classes = 0;
+
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
+    epi::select_target(f, ctx, kRowTargets, kRowOutTarget);
+    const int t = ctx.row_int(kRowTargets, f);
+    const bool ignored = t == ignore_index;
+    if (f.n == 0 && (ignored || t < 0 || t >= classes)) ctx.row_store(kRowOutTarget, f, ignored ? 0.0f : NAN);
+    const float c = ctx.row(kRowShift, f);
+    f.v[0] = epi::exp2_ftz(fmaf(f.v[0], epi::kLog2e, -c));
+    f.v[1] = epi::exp2_ftz(fmaf(f.v[1], epi::kLog2e, -c));
+    epi::store_rounded(f, ctx, kOutExp);  // the sum is of the stored values: grad's rows sum exactly
+    ctx.row_sum(kRowSum, f, f.v[0] + (f.ok[1] ? f.v[1] : 0.0f));
   }
 };
 

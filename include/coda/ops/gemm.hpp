@@ -24,6 +24,9 @@ struct GemmArgs {
 };
 
 Status validate(const GemmArgs& args);
+// gemm_row_scale: d [M, N] = diag(row_scale [M] fp32) (a b^T).
+Status validate_gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale,
+                               const TensorView& d);
 
 namespace programs {
 
@@ -51,6 +54,17 @@ struct LinearCombination {
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
     epi::scale(f, ctx.scalar(kAlpha));
     if (flags & kHasC) epi::add_tile(f, ctx, kTileC, ctx.scalar(kBeta));
+    epi::store(f, ctx, kOutD);
+  }
+};
+
+// D = v[m] * acc: a per-row scale (lm_head_backward's dgrad, da = diag(s) (grad b)).
+struct RowScale {
+  static constexpr int kRowScale = 0;  // rows
+  static constexpr int kOutD = 0;
+  template <class Ctx>
+  CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
+    epi::row_mul(f, ctx, kRowScale);
     epi::store(f, ctx, kOutD);
   }
 };

@@ -40,6 +40,14 @@ Status lse_finish(const LseFinishArgs& args);
 Status cross_entropy(const CrossEntropyArgs& args);
 // gemm_(rmsnorm_)lse + lse_finish + cross_entropy on a host workspace (plan_lm_head_loss).
 Status lm_head_loss(const LmHeadLossArgs& args);
+// Training without a dlogits pass (coda/ops/cross_entropy.hpp): the shifted exponentials and their
+// row scale on a host workspace (plan_lm_head_train), then the backward's two GEMMs.
+Status lm_head_train(const LmHeadTrainArgs& args);
+Status lm_head_backward(const LmHeadBackwardArgs& args);
+// Their steps: the LmHeadExp program (library grain) and D = v[m] acc (the RowScale program).
+Status gemm_lse_exp(const LmHeadExpArgs& args, const EmuConfig& cfg = {});
+Status gemm_row_scale(const TensorView& a, const TensorView& b, const TensorView& row_scale, const TensorView& d,
+                      const EmuConfig& cfg = {});
 
 // Weight-layout helpers (ops/swiglu.hpp, ops/rope.hpp): row copies, values unchanged.
 Status interleave_gate_up(const TensorView& gate, const TensorView& up, const TensorView& out);
