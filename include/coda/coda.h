@@ -192,6 +192,30 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 coda_reduction_t reduction, const coda_tensor_t* loss_out,
                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
+/* LM-head training without a dlogits pass (docs/ops.md). The forward writes grad_out [M, V] (a's
+ * dtype, row-major with 16-byte-aligned rows and base) and grad_scale_out fp32 [M] (u) such that
+ * dlogits[m, :] = dloss * u[m] * grad[m, :] exactly (u = 0 for ignored rows), besides the loss as
+ * coda_lm_head_loss gives it. workspace: at least coda_lm_head_train_workspace_bytes(M, V) bytes,
+ * in the same place as the tensors. rstd, row_loss_out, lse_out optional. */
+size_t coda_lm_head_train_workspace_bytes(int64_t m, int64_t v);
+coda_status_t coda_lm_head_train(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                 const coda_tensor_t* targets, int32_t ignore_index,
+                                 coda_reduction_t reduction, const coda_tensor_t* loss_out,
+                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
+                                 const coda_tensor_t* grad_out, const coda_tensor_t* grad_scale_out,
+                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
+/* Its backward from the forward's a, b, rstd (optional) and grad, grad_scale: with
+ * s = dloss * grad_scale (* rstd) per row, da_out [M, K] = diag(s) (grad b) (a's dtype, 16-byte
+ * rows) and db_out [V, K] = grad^T diag(s) a (bf16, fp16 or fp32, 16-byte rows); either may be
+ * NULL. When dloss_ptr is not NULL, dloss is read from there (device memory, or host memory for
+ * host tensors) when the kernels run (dloss is then ignored). workspace: at least
+ * coda_lm_head_backward_workspace_bytes(M, K) bytes, in the same place as the tensors. */
+size_t coda_lm_head_backward_workspace_bytes(int64_t m, int64_t k);
+coda_status_t coda_lm_head_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                    const coda_tensor_t* grad, const coda_tensor_t* grad_scale, float dloss,
+                                    const float* dloss_ptr, const coda_tensor_t* da_out,
+                                    const coda_tensor_t* db_out, void* workspace, size_t workspace_bytes,
+                                    coda_stream_t stream);
 
 /* ---- backward fused operators (issue 9: on the GPU so far gemm_rmsnorm_backward, the finishes and
  * the elementwise rope_backward and qknorm_rope_backward) -----------------------------------------

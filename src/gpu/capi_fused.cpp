@@ -241,6 +241,65 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
       [&] { return coda::lm_head_loss(args, st(stream)); }, [&] { return coda::emu::lm_head_loss(args); });
 }
 
+size_t coda_lm_head_train_workspace_bytes(int64_t m, int64_t v) { return coda::lm_head_train_workspace_bytes(m, v); }
+
+coda_status_t coda_lm_head_train(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                 const coda_tensor_t* targets, int32_t ignore_index, coda_reduction_t reduction,
+                                 const coda_tensor_t* loss_out, const coda_tensor_t* row_loss_out,
+                                 const coda_tensor_t* lse_out, const coda_tensor_t* grad_out,
+                                 const coda_tensor_t* grad_scale_out, void* workspace, size_t workspace_bytes,
+                                 coda_stream_t stream) {
+  if (!reduction_ok(reduction))
+    return report(coda::Status::invalid_argument("coda_lm_head_train: argument 'reduction' must be MEAN or SUM"));
+  coda::LmHeadTrainArgs args;
+  args.a = tv(a);
+  args.b = tv(b);
+  args.rstd = tv(rstd);
+  args.targets = tv(targets);
+  args.ignore_index = ignore_index;
+  args.reduction = reduction_of(reduction);
+  args.loss_out = tv(loss_out);
+  args.row_loss_out = tv(row_loss_out);
+  args.lse_out = tv(lse_out);
+  args.grad_out = tv(grad_out);
+  args.grad_scale_out = tv(grad_scale_out);
+  args.workspace = workspace;
+  args.workspace_bytes = workspace_bytes;
+  return dispatch(
+      "lm_head_train",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"targets", targets}, {"loss_out", loss_out},
+       {"row_loss_out", row_loss_out}, {"lse_out", lse_out}, {"grad_out", grad_out},
+       {"grad_scale_out", grad_scale_out}, {"workspace", workspace}},
+      [&] { return coda::lm_head_train(args, st(stream)); }, [&] { return coda::emu::lm_head_train(args); });
+}
+
+size_t coda_lm_head_backward_workspace_bytes(int64_t m, int64_t k) {
+  return coda::lm_head_backward_workspace_bytes(m, k);
+}
+
+coda_status_t coda_lm_head_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* rstd,
+                                    const coda_tensor_t* grad, const coda_tensor_t* grad_scale, float dloss,
+                                    const float* dloss_ptr, const coda_tensor_t* da_out, const coda_tensor_t* db_out,
+                                    void* workspace, size_t workspace_bytes, coda_stream_t stream) {
+  coda::LmHeadBackwardArgs args;
+  args.a = tv(a);
+  args.b = tv(b);
+  args.rstd = tv(rstd);
+  args.grad = tv(grad);
+  args.grad_scale = tv(grad_scale);
+  args.dloss = dloss;
+  args.dloss_ptr = dloss_ptr;
+  args.da_out = tv(da_out);
+  args.db_out = tv(db_out);
+  args.workspace = workspace;
+  args.workspace_bytes = workspace_bytes;
+  return dispatch(
+      "lm_head_backward",
+      {{"a", a}, {"b", b}, {"rstd", rstd}, {"grad", grad}, {"grad_scale", grad_scale}, {"dloss_ptr", dloss_ptr},
+       {"da_out", da_out}, {"db_out", db_out}, {"workspace", workspace}},
+      [&] { return coda::lm_head_backward(args, st(stream)); }, [&] { return coda::emu::lm_head_backward(args); });
+}
+
 // ---- backward fused operators ----------------------------------------------------------------------------
 
 coda_status_t coda_gemm_rmsnorm_backward(const coda_tensor_t* a, const coda_tensor_t* b, const coda_tensor_t* x,

@@ -91,6 +91,13 @@ int main() {
   LmHeadLossPlan plan;
   REJECT(plan_lm_head_loss(LmHeadLossArgs{}, &plan));
   expect(lm_head_loss_workspace_bytes(8, 1000) > 0, "lm_head_loss_workspace_bytes");
+  REJECT(validate(LmHeadExpArgs{}));
+  LmHeadTrainPlan train_plan;
+  REJECT(plan_lm_head_train(LmHeadTrainArgs{}, &train_plan));
+  expect(lm_head_train_workspace_bytes(8, 1000) > 0, "lm_head_train_workspace_bytes");
+  LmHeadBackwardPlan backward_plan;
+  REJECT(plan_lm_head_backward(LmHeadBackwardArgs{}, &backward_plan));
+  expect(lm_head_backward_workspace_bytes(8, 64) > 0, "lm_head_backward_workspace_bytes");
   expect(rope_frequencies(64, 500000.0).size() == 32, "rope_frequencies");
 
   // ---- gpu.hpp: every entry point validates before it touches a GPU -------------------------------
@@ -111,6 +118,8 @@ int main() {
   REJECT(lse_finish(LseFinishArgs{}));
   REJECT(cross_entropy(CrossEntropyArgs{}));
   REJECT(lm_head_loss(LmHeadLossArgs{}));
+  REJECT(lm_head_train(LmHeadTrainArgs{}));
+  REJECT(lm_head_backward(LmHeadBackwardArgs{}));
   REJECT(gemm_rmsnorm_backward(RmsNormBackwardArgs{}));
   REJECT(gemm_swiglu_backward(SwigluBackwardArgs{}));
   REJECT(row_sum_finish(RowSumFinishArgs{}));
@@ -154,6 +163,8 @@ int main() {
   REJECT(emu::lse_finish(LseFinishArgs{}));
   REJECT(emu::cross_entropy(CrossEntropyArgs{}));
   REJECT(emu::lm_head_loss(LmHeadLossArgs{}));
+  REJECT(emu::lm_head_train(LmHeadTrainArgs{}));
+  REJECT(emu::lm_head_backward(LmHeadBackwardArgs{}));
   REJECT(emu::interleave_gate_up({}, {}, {}));
   REJECT(emu::permute_rotate_half_to_interleaved({}, HeadDims{}, {}));
 

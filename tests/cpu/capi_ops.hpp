@@ -91,5 +91,14 @@ inline Status cross_entropy(const CrossEntropyArgs& a) {
   return result(coda_cross_entropy(d(a.lse), d(a.target_logit), d(a.targets), a.ignore_index, reduction(a.reduction),
                                    d(a.loss_out), d(a.row_loss_out), d(a.logits), d(a.dlogits_out), a.dloss, nullptr));
 }
+inline Status lm_head_train(const LmHeadTrainArgs& a) {
+  return result(coda_lm_head_train(d(a.a), d(a.b), d(a.rstd), d(a.targets), a.ignore_index, reduction(a.reduction),
+                                   d(a.loss_out), d(a.row_loss_out), d(a.lse_out), d(a.grad_out), d(a.grad_scale_out),
+                                   a.workspace, a.workspace_bytes, nullptr));
+}
+inline Status lm_head_backward(const LmHeadBackwardArgs& a) {
+  return result(coda_lm_head_backward(d(a.a), d(a.b), d(a.rstd), d(a.grad), d(a.grad_scale), a.dloss, a.dloss_ptr,
+                                      d(a.da_out), d(a.db_out), a.workspace, a.workspace_bytes, nullptr));
+}
 
 }  // namespace coda::capi_ops

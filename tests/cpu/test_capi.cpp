@@ -5,7 +5,8 @@
 //    coda.h: every forward operator against float64 under design.md's rule;
 //  - the host path is the emulator: same results bit for bit, same validation messages, nothing
 //    written on failure, the stream never used;
-//  - the LM-head loss with a host workspace, the weight-layout helpers, gemm_ex's host scalars.
+//  - the LM-head loss and the LM-head training pair with host workspaces, the weight-layout
+//    helpers, gemm_ex's host scalars.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,7 +35,6 @@ class CAbiHost : public ::testing::Test {};
 #define CODA_OPS capi_ops
 #define CODA_OP_SUITE CAbiHost
 #define CODA_OPS_BACKWARD 0
-#define CODA_OPS_LM_HEAD_TRAIN 0  // not in the C ABI yet
 #define CODA_OPS_RMSNORM_BACKWARD 1
 #define CODA_OPS_SWIGLU_BACKWARD 1
 #define CODA_OPS_ROPE_BACKWARD 1
@@ -187,6 +187,122 @@ TEST_F(CAbiHost, LmHeadLossWithHostWorkspace) {
   EXPECT_EQ(coda_lm_head_loss(&da, &dw, &dr, &dt, CODA_IGNORE_INDEX, static_cast<coda_reduction_t>(7), &dl, nullptr,
                               nullptr, ws.data(), wsb, nullptr),
             CODA_ERROR_INVALID_ARGUMENT);
+}
+
+// lm_head_train and lm_head_backward with host workspaces are the emulator's, bit for bit (the
+// stream never used; dloss from a host pointer); a workspace one byte short is rejected with the
+// message naming 'workspace' and its size function, and nothing is written.
+TEST_F(CAbiHost, LmHeadTrainWithHostWorkspace) {
+  CODA_SEEDED_RNG(rng);
+  const int64_t m = 37, v = 517, k = 32;
+  HostTensor ta = random_tensor(rng, kBF16, m, k, 1.0, nullptr), tw = random_tensor(rng, kBF16, v, k, 0.5, nullptr);
+  HostTensor tr = from_vec(positive_vec(rng, m), kFP32);
+  std::vector<int32_t> t(static_cast<size_t>(m));
+  for (auto& x : t) x = static_cast<int32_t>(rng.integer(0, v - 1));
+  t[3] = CODA_IGNORE_INDEX;
+  HostTensor tt = from_ints(t);
+  const coda_tensor_t da = ta.view().desc, dw = tw.view().desc, dr = tr.view().desc, dt = tt.view().desc;
+
+  const size_t wsb = coda_lm_head_train_workspace_bytes(m, v);
+  ASSERT_EQ(wsb, lm_head_train_workspace_bytes(m, v));
+  std::vector<char> ws(wsb);
+  HostTensor loss = output(kFP32, 1, 0), rl = output(kFP32, m, 0), lse = output(kFP32, m, 0);
+  HostTensor grad = output(kBF16, m, v), u = output(kFP32, m, 0);
+  const coda_tensor_t dl = loss.view().desc, drl = rl.view().desc, dlse = lse.view().desc, dg = grad.view().desc,
+                      du = u.view().desc;
+  ASSERT_EQ(coda_lm_head_train(&da, &dw, &dr, &dt, CODA_IGNORE_INDEX, CODA_REDUCTION_MEAN, &dl, &drl, &dlse, &dg, &du,
+                               ws.data(), wsb, kBogusStream),
+            CODA_SUCCESS)
+      << coda_last_error();
+  EXPECT_TRUE(loss.fully_written() && rl.fully_written() && lse.fully_written() && grad.fully_written() &&
+              u.fully_written());
+
+  // The emulator on the same inputs: the same bits.
+  HostTensor loss2 = output(kFP32, 1, 0), rl2 = output(kFP32, m, 0), lse2 = output(kFP32, m, 0);
+  HostTensor grad2 = output(kBF16, m, v), u2 = output(kFP32, m, 0);
+  std::vector<char> ws2(wsb);
+  LmHeadTrainArgs args;
+  args.a = ta;
+  args.b = tw;
+  args.rstd = tr;
+  args.targets = tt;
+  args.loss_out = loss2;
+  args.row_loss_out = rl2;
+  args.lse_out = lse2;
+  args.grad_out = grad2;
+  args.grad_scale_out = u2;
+  args.workspace = ws2.data();
+  args.workspace_bytes = wsb;
+  CODA_ASSERT_OK(emu::lm_head_train(args));
+  EXPECT_TRUE(same_bytes(loss, loss2) && same_bytes(rl, rl2) && same_bytes(lse, lse2) && same_bytes(grad, grad2) &&
+              same_bytes(u, u2));
+
+  // The backward, dloss read from a host pointer, against the emulator with the same dloss by value.
+  const size_t wbb = coda_lm_head_backward_workspace_bytes(m, k);
+  ASSERT_EQ(wbb, lm_head_backward_workspace_bytes(m, k));
+  std::vector<char> wb(wbb), wb2(wbb);
+  const float dloss = 0.75f;
+  HostTensor dA = output(kBF16, m, k), dB = output(kFP32, v, k), dA2 = output(kBF16, m, k), dB2 = output(kFP32, v, k);
+  const coda_tensor_t dda = dA.view().desc, ddb = dB.view().desc;
+  ASSERT_EQ(coda_lm_head_backward(&da, &dw, &dr, &dg, &du, 9.0f, &dloss, &dda, &ddb, wb.data(), wbb, kBogusStream),
+            CODA_SUCCESS)
+      << coda_last_error();
+  EXPECT_TRUE(dA.fully_written() && dB.fully_written());
+  LmHeadBackwardArgs bargs;
+  bargs.a = ta;
+  bargs.b = tw;
+  bargs.rstd = tr;
+  bargs.grad = grad2;
+  bargs.grad_scale = u2;
+  bargs.dloss = dloss;
+  bargs.da_out = dA2;
+  bargs.db_out = dB2;
+  bargs.workspace = wb2.data();
+  bargs.workspace_bytes = wbb;
+  CODA_ASSERT_OK(emu::lm_head_backward(bargs));
+  EXPECT_TRUE(same_bytes(dA, dA2) && same_bytes(dB, dB2));
+  // Only db: da_out NULL.
+  HostTensor dB3 = output(kFP32, v, k);
+  const coda_tensor_t ddb3 = dB3.view().desc;
+  ASSERT_EQ(coda_lm_head_backward(&da, &dw, &dr, &dg, &du, dloss, nullptr, nullptr, &ddb3, wb.data(), wbb, nullptr),
+            CODA_SUCCESS)
+      << coda_last_error();
+  EXPECT_TRUE(same_bytes(dB, dB3));
+
+  // A workspace one byte short: rejected, named, nothing written.
+  HostTensor grad4 = output(kBF16, m, v), u4 = output(kFP32, m, 0), loss4 = output(kFP32, 1, 0);
+  const coda_tensor_t dg4 = grad4.view().desc, du4 = u4.view().desc, dl4 = loss4.view().desc;
+  EXPECT_EQ(coda_lm_head_train(&da, &dw, &dr, &dt, CODA_IGNORE_INDEX, CODA_REDUCTION_MEAN, &dl4, nullptr, nullptr,
+                               &dg4, &du4, ws.data(), wsb - 1, nullptr),
+            CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error())
+                .find("lm_head_train: argument 'workspace' must hold at least " + std::to_string(wsb) +
+                      " bytes (lm_head_train_workspace_bytes)"),
+            std::string::npos)
+      << coda_last_error();
+  EXPECT_TRUE(same_bytes(grad4, output(kBF16, m, v)) && same_bytes(u4, output(kFP32, m, 0)) &&
+              same_bytes(loss4, output(kFP32, 1, 0)))
+      << "a rejected call wrote an output";
+  EXPECT_EQ(coda_lm_head_train(&da, &dw, &dr, &dt, CODA_IGNORE_INDEX, CODA_REDUCTION_MEAN, &dl4, nullptr, nullptr,
+                               &dg4, &du4, nullptr, wsb, nullptr),
+            CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error()).find("argument 'workspace'"), std::string::npos) << coda_last_error();
+  HostTensor dA4 = output(kBF16, m, k), dB4 = output(kFP32, v, k);
+  const coda_tensor_t dda4 = dA4.view().desc, ddb4 = dB4.view().desc;
+  EXPECT_EQ(coda_lm_head_backward(&da, &dw, &dr, &dg, &du, dloss, nullptr, &dda4, &ddb4, wb.data(), wbb - 1, nullptr),
+            CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error())
+                .find("lm_head_backward: argument 'workspace' must hold at least " + std::to_string(wbb) +
+                      " bytes (lm_head_backward_workspace_bytes)"),
+            std::string::npos)
+      << coda_last_error();
+  EXPECT_TRUE(same_bytes(dA4, output(kBF16, m, k)) && same_bytes(dB4, output(kFP32, v, k)))
+      << "a rejected call wrote an output";
+  EXPECT_EQ(coda_lm_head_train(&da, &dw, &dr, &dt, CODA_IGNORE_INDEX, static_cast<coda_reduction_t>(7), &dl4, nullptr,
+                               nullptr, &dg4, &du4, ws.data(), wsb, nullptr),
+            CODA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(coda_last_error()).find("coda_lm_head_train: argument 'reduction'"), std::string::npos)
+      << coda_last_error();
 }
 
 TEST_F(CAbiHost, WeightLayoutHelpers) {
