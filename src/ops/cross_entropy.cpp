@@ -169,6 +169,8 @@ Status plan_lm_head_train(const LmHeadTrainArgs& args, LmHeadTrainPlan* plan, co
     ArgCheck check(op);
     const GemmShape s = check_gemm_operands(check, args.a, args.b);
     check.rule(s.n > 0 || !check.ok(), "b", "must have at least one class (V >= 1)")
+        .rule(args.a.dtype() == DType::kBF16 || !check.ok(), "a",
+              "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)")
         .optional("rstd", args.rstd, {s.m}, kFP32Only)
         .tensor("targets", args.targets, {s.m}, kInt32Only)
         .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",

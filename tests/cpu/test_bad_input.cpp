@@ -361,6 +361,8 @@ TEST(BadInput, LmHeadTrain) {
   const char* op = "lm_head_train";
   expect_rejected<T>("workspace too small", make, [](T& a) { a.workspace_bytes -= 1; }, run, op, "workspace",
                      "lm_head_train_workspace_bytes");
+  expect_rejected<T>("fp16 operands", make, [](T& a) { a.a.desc.dtype = a.b.desc.dtype = CODA_DTYPE_FP16; }, run, op,
+                     "a", "must be bf16");
   expect_rejected<T>("fp32 grad", make, [](T& a) { a.grad_out.desc.dtype = CODA_DTYPE_FP32; }, run, op, "grad_out");
   expect_rejected<T>("grad shape", make, [](T& a) { a.grad_out.desc.sizes[1] = 299; }, run, op, "grad_out",
                      "[4, 300]");

@@ -94,23 +94,26 @@ Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan);
 // lm_head_backward computes da = diag(s) (grad b) in the dgrad GEMM's epilogue (a row scale) and
 // db = grad^T (s a) with s = dloss u (rstd). The 16-bit grad keeps the same relative precision as
 // stored dlogits (entries more than ~47 below the anchor's largest logit, probabilities under e^-47,
-// round to 0). A row whose sum leaves fp32's range (a logit more than ~117 above the anchor's
-// largest) is detected and recomputed exactly, one row per thread block on CUDA cores: correct, and
-// slow (milliseconds per such row); such rows do not occur in a sane model.
+// round to 0). A row whose sum exceeds 2^64 (a logit more than ~84 above the anchor's largest) is
+// detected and recomputed exactly, one row per thread block on CUDA cores: correct, and slow
+// (milliseconds per such row); such rows do not occur in a sane model. bf16 only: fp16's range
+// (6e-8 .. 65504) cannot hold the shifted exponentials.
 constexpr int64_t kLmAnchorClasses = 128;
 constexpr float kLmShiftMargin = 40.0f;
 
 // The per-row arithmetic both backends share. shift = c log2 e from the anchor's largest logit.
 CODA_HD float lm_head_shift(float anchor_max) { return (anchor_max + kLmShiftMargin) * epi::kLog2e; }
-// A sum of E that left fp32's range (or is 0): the row takes the exact path. NaN stays NaN.
-CODA_HD bool lm_head_sum_out_of_range(float sum) { return sum > 1.0e38f || sum < 1.0e-30f; }
+// A sum of E above 2^64 (or below 1e-30): the row takes the exact path. The bound keeps every E
+// and the dgrad GEMM's accumulator, sum_v E[v] b[v, k] <= S max |b|, far inside fp32's range (for
+// weights below 1e19 in magnitude). NaN stays NaN.
+CODA_HD bool lm_head_sum_out_of_range(float sum) { return sum > 1.8446744e19f || sum < 1.0e-30f; }
 CODA_HD float lm_head_lse(float shift, float sum) { return shift / epi::kLog2e + epi::log_f(sum); }
 // s = dloss u (rstd): dlogits = s grad, da = diag(s) (grad b), db = grad^T (s a).
 CODA_HD float lm_head_row_scale(float dloss, float u, float rstd) { return dloss * u * rstd; }
 
 struct LmHeadTrainArgs {
-  TensorView a;        // [M, K] bf16 | fp16
-  TensorView b;        // [V, K] a's dtype
+  TensorView a;        // [M, K] bf16
+  TensorView b;        // [V, K] bf16
   TensorView rstd;     // optional [M] fp32: logits = rstd * (a b^T)
   TensorView targets;  // [M] int32 in [0, V) or ignore_index
   int32_t ignore_index = CODA_IGNORE_INDEX;
@@ -118,7 +121,7 @@ struct LmHeadTrainArgs {
   TensorView loss_out;        // [1] fp32
   TensorView row_loss_out;    // optional [M] fp32 (0 for ignored rows)
   TensorView lse_out;         // optional [M] fp32
-  TensorView grad_out;        // [M, V] a's dtype, row-major: E - S onehot
+  TensorView grad_out;        // [M, V] bf16, row-major: E - S onehot
   TensorView grad_scale_out;  // [M] fp32: u, dlogits = dloss * u[m] * grad[m, :]
   void* workspace = nullptr;  // lm_head_train_workspace_bytes(M, V), where the tensors are
   size_t workspace_bytes = 0;
