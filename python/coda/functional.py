@@ -159,10 +159,12 @@ def _mm(a, b, out_dtype=None):
 
 
 def _scaled_backward(dz, h, r, w, need_w, scale=None):
-    """Backward of z = diag(r) (h w^T) (r optional; times `scale`, a 0-dim tensor, when given):
-    G = dz w; dh = r G, dr = rowsum(G h) (the ZdZ row dot of coda-math.md 5.2, divided by r),
-    dw = dz^T (r h), with r h = RMSNorm(x) recomputed from h. Returns (dh, dw, dr): the order of
-    the consumers' arguments (h, weight, rstd)."""
+    """Backward of z = diag(r) (h w^T) (r optional) given its gradient scale * dz: `scale` (None:
+    1) is a 0-dim tensor (one factor for every row) or an [M, 1] column (one per row: the LM head's
+    dloss * grad_scale), in the accumulation dtype; dz itself is never scaled (no [M, N] pass).
+    With G = scale (dz w): dh = r G, dr = rowsum(G h) (the ZdZ row dot of coda-math.md 5.2,
+    divided by r), dw = dz^T (scale r h), with r h = RMSNorm(x) recomputed from h. Returns
+    (dh, dw, dr): the order of the consumers' arguments (h, weight, rstd)."""
     dt, acc = h.dtype, _acc(h.dtype)
     g = _mm(dz, w.t(), out_dtype=acc)
     if scale is not None:
@@ -355,30 +357,23 @@ def _ce_mask(targets, ignore_index, reduction):
     return keep, count
 
 
-def _lm_head_fwd(h, w, r, targets, ignore_index, reduction):
-    """(loss, logits, lse, target_logit); the coda path keeps the logits [M, V] in h's dtype."""
+def _lm_head_train(h, w, r, targets, ignore_index, reduction):
+    """(loss, grad, grad_scale) with dlogits = dloss * grad_scale[:, None] * grad: coda's
+    lm_head_train (grad [M, V] in h's dtype, the only [M, V] tensor; grad_scale fp32 [M]); on the
+    float64 reference path in torch, grad = softmax - onehot and grad_scale = 1 / count for the
+    mean, 1 for the sum, 0 for ignored rows."""
     if h.dtype == F64:
         logits = _scaled(h, w, r)
         keep, count = _ce_mask(targets, ignore_index, reduction)
         lse = torch.logsumexp(logits, dim=1)
-        tl = logits.gather(1, torch.where(keep, targets, 0).long()[:, None])[:, 0]
-        return torch.where(keep, lse - tl, 0).sum() / count, logits, lse, tl
-    logits, partials, tl = ops.gemm_lse(h, w, targets, rstd=r, ignore_index=ignore_index, save_logits=True)
-    lse = ops.lse_finish(partials)
-    loss, _ = ops.cross_entropy(lse, tl, targets, ignore_index=ignore_index, reduction=reduction)
-    return loss, logits, lse, tl
-
-
-def _lm_head_dlogits_(logits, lse, tl, targets, ignore_index, reduction):
-    """dlogits = (softmax - onehot) (/ count for the mean), written over the logits: coda's
-    cross_entropy_grad_ (dloss 1: the caller folds dloss into the [M, K] side); float64 in torch."""
-    if logits.dtype == F64:
-        keep, count = _ce_mask(targets, ignore_index, reduction)
-        dl = torch.softmax(logits, dim=1)
-        dl[torch.arange(len(targets)), torch.where(keep, targets, 0).long()] -= 1
-        return dl * (keep[:, None] / count)
-    ops.cross_entropy_grad_(lse, tl, targets, logits, ignore_index=ignore_index, reduction=reduction, dloss=1.0)
-    return logits
+        idx = torch.where(keep, targets, 0).long()
+        tl = logits.gather(1, idx[:, None])[:, 0]
+        grad = torch.softmax(logits, dim=1)
+        grad[torch.arange(len(targets)), idx] -= keep.to(F64)
+        return torch.where(keep, lse - tl, 0).sum() / count, grad, keep.to(F64) / count
+    loss, grad, grad_scale, _ = ops.lm_head_train(h, w, targets, rstd=r, ignore_index=ignore_index,
+                                                  reduction=reduction)
+    return loss, grad, grad_scale
 
 
 # ---- the Functions ------------------------------------------------------------------------------------------
@@ -435,24 +430,18 @@ class _RMSNormQKVRoPE(torch.autograd.Function):
 class _LMHeadCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w, r, targets, ignore_index, reduction):
-        loss, logits, lse, tl = _lm_head_fwd(h, w, r, targets, ignore_index, reduction)
-        ctx.save_for_backward(h, w, r, logits, lse, tl, targets)
-        ctx.args, ctx.spent = (ignore_index, reduction), False
+        loss, grad, grad_scale = _lm_head_train(h, w, r, targets, ignore_index, reduction)
+        ctx.save_for_backward(h, w, r, grad, grad_scale)
         return loss
 
     @staticmethod
     def backward(ctx, dloss):
-        # Eager only: under torch.compile this body is traced, not run, and dynamo may trace it more
-        # than once (the guard would fire on the trace itself). retain_graph=True stays unsupported.
-        if ctx.spent and not torch.compiler.is_compiling():
-            raise RuntimeError("coda.lm_head_cross_entropy: backward ran twice through one forward; the first "
-                               "overwrote the saved logits with dlogits in place (retain_graph=True is not "
-                               "supported: run the forward again)")
-        h, w, r, logits, lse, tl, targets = ctx.saved_tensors
-        ctx.spent = logits.dtype != F64  # the float64 reference path writes a new dlogits tensor
-        dl = _lm_head_dlogits_(logits, lse, tl, targets, *ctx.args)
-        return (*_scaled_backward(dl, h, r, w, ctx.needs_input_grad[1], scale=dloss.to(_acc(h.dtype))),
-                None, None, None)
+        # dlogits = s grad with s = dloss * grad_scale per row: folded into the [M, K] side of both
+        # GEMMs, so grad is only read (a second backward, retain_graph=True, sees it unchanged).
+        h, w, r, grad, grad_scale = ctx.saved_tensors
+        acc = _acc(h.dtype)
+        s = dloss.to(acc) * grad_scale.to(acc)
+        return (*_scaled_backward(grad, h, r, w, ctx.needs_input_grad[1], scale=s[:, None]), None, None, None)
 
 
 class _Llama3Block(torch.autograd.Function):
@@ -589,13 +578,15 @@ def rmsnorm_qkv_rope(h, qkv_weight, rstd, positions, freqs, heads):
 
 
 def lm_head_cross_entropy(h, weight, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction="mean"):
-    """Cross-entropy of logits = diag(rstd) (h weight^T) against targets, training mode of
-    coda-math.md 5.5: the forward stores the logits once (h's dtype, [M, V]) with their LSE
-    statistics, the backward overwrites them in place with dlogits (coda.cross_entropy_grad_) and
-    runs dh = rstd dlogits W and dW = dlogits^T RMSNorm(x) through coda.gemm; no other [M, V]
-    tensor exists. Hence one backward per forward (retain_graph is refused). h [M, K], weight
-    [V, K], targets [M] (int; ignore_index rows count 0), rstd fp32 [M] or None. Returns the 0-dim
-    fp32 loss, mean over non-ignored rows or sum; every row ignored gives 0 (PyTorch: NaN)."""
+    """Cross-entropy of logits = diag(rstd) (h weight^T) against targets, training without a
+    dlogits pass (coda-math.md 5.5, docs/ops.md): the forward (coda.lm_head_train) stores grad
+    [M, V] (h's dtype) and grad_scale fp32 [M] with dlogits = dloss * grad_scale[:, None] * grad,
+    never the logits; the backward folds s = dloss * grad_scale into the [M, K] side and runs
+    dh = diag(s rstd) (grad W) and dW = grad^T (s RMSNorm(x)) through coda.gemm, reading grad as it
+    is: no other [M, V] tensor exists and no pass over one runs between the GEMMs. grad is not
+    modified, so backward may run more than once (retain_graph=True). h [M, K], weight [V, K],
+    targets [M] (int; ignore_index rows count 0), rstd fp32 [M] or None. Returns the 0-dim fp32
+    loss, mean over non-ignored rows or sum; every row ignored gives 0 (PyTorch: NaN)."""
     fn = "lm_head_cross_entropy"
     h, weight, targets, rstd = _prepare(fn, dict(h=h, weight=weight, targets=targets, rstd=rstd), ("h", "weight"))
     _check_k(fn, "h", h, "weight", weight)

@@ -37,6 +37,8 @@ __all__ = [
     "cross_entropy",
     "cross_entropy_grad_",
     "lm_head_loss",
+    "lm_head_train",
+    "lm_head_backward",
     "gemm_rmsnorm_backward",
     "gemm_swiglu_backward",
     "row_sum_finish",
@@ -566,6 +568,91 @@ def lm_head_loss(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction=
     """The logits-free LM-head loss forward: cross-entropy of (rstd *) a b^T against targets
     without an [M, V] tensor. Returns (loss, row_loss, lse); lse [M] is what a backward needs."""
     return torch.ops.coda.lm_head_loss(a, b, rstd, targets, ignore_index, reduction)
+
+
+def _lm_head_train_outputs(a, b, device):
+    m, v = a.shape[0], b.shape[0]
+    loss = torch.empty((), dtype=torch.float32, device=device)
+    return loss, _rows(m, v, a.dtype, device), _vec(m, device), _vec(m, device)
+
+
+@torch.library.custom_op("coda::lm_head_train", mutates_args=())
+def _lm_head_train(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], targets: Tensor, ignore_index: int, reduction: str
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _check_2d("lm_head_train", a=a, b=b)
+    device = _device_of(a=a, b=b, rstd=rstd, targets=targets)
+    loss, grad, grad_scale, lse = _lm_head_train_outputs(a, b, device)
+    nbytes = lib.coda_lm_head_train_workspace_bytes(a.shape[0], b.shape[0])
+    workspace = torch.empty((max(nbytes, 1),), dtype=torch.uint8, device=device)
+    _run(lib.coda_lm_head_train, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"),
+         _desc(targets, "targets"), ignore_index, _reduction(reduction), _desc(loss, "loss_out"), None,
+         _desc(lse, "lse_out"), _desc(grad, "grad_out"), _desc(grad_scale, "grad_scale_out"), workspace.data_ptr(),
+         nbytes)
+    return loss, grad, grad_scale, lse
+
+
+@_lm_head_train.register_fake
+def _(a, b, rstd, targets, ignore_index, reduction):
+    _check_2d("lm_head_train", a=a, b=b)
+    return _lm_head_train_outputs(a, b, a.device)
+
+
+def lm_head_train(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction="mean"):
+    """The LM-head loss forward for training without a dlogits pass (docs/ops.md): cross-entropy of
+    logits = (rstd *) a b^T against targets, and what the backward needs instead of the logits.
+    Returns (loss, grad, grad_scale, lse): the 0-dim fp32 loss (mean over non-ignored rows or sum;
+    every row ignored: 0), grad [M, V] in a's dtype (rows padded to 16 bytes) and grad_scale fp32
+    [M] with dlogits = dloss * grad_scale[:, None] * grad exactly (grad_scale 0 for ignored rows),
+    lse fp32 [M]. The only [M, V] tensor is grad; lm_head_backward (or any GEMM) takes it as it is."""
+    return torch.ops.coda.lm_head_train(a, b, rstd, targets, ignore_index, reduction)
+
+
+def _lm_head_backward_outputs(a, b, need_da, need_db, db_dtype, device):
+    m, v, k = a.shape[0], b.shape[0], a.shape[1]
+    db_dtype = db_dtype or b.dtype
+    da = _rows(m, k, a.dtype, device) if need_da else _none(device, a.dtype)
+    db = _rows(v, k, db_dtype, device) if need_db else _none(device, db_dtype)
+    return da, db
+
+
+@torch.library.custom_op("coda::lm_head_backward", mutates_args=())
+def _lm_head_backward(
+    a: Tensor, b: Tensor, rstd: Optional[Tensor], grad: Tensor, grad_scale: Tensor, dloss: float,
+    dloss_tensor: Optional[Tensor], need_da: bool, need_db: bool, db_dtype: Optional[torch.dtype]
+) -> tuple[Tensor, Tensor]:
+    _check_2d("lm_head_backward", a=a, b=b)
+    if dloss_tensor is not None and (dloss_tensor.dtype != torch.float32 or dloss_tensor.numel() != 1):
+        raise ValueError(f"lm_head_backward: argument 'dloss' as a tensor must be one float32 element, got "
+                         f"{dloss_tensor.dtype} of shape {tuple(dloss_tensor.shape)}")
+    device = _device_of(a=a, b=b, rstd=rstd, grad=grad, grad_scale=grad_scale, dloss=dloss_tensor)
+    da, db = _lm_head_backward_outputs(a, b, need_da, need_db, db_dtype, device)
+    nbytes = lib.coda_lm_head_backward_workspace_bytes(a.shape[0], a.shape[1])
+    workspace = torch.empty((max(nbytes, 1),), dtype=torch.uint8, device=device)
+    _run(lib.coda_lm_head_backward, device, _desc(a, "a"), _desc(b, "b"), _desc(rstd, "rstd"), _desc(grad, "grad"),
+         _desc(grad_scale, "grad_scale"), dloss, None if dloss_tensor is None else dloss_tensor.data_ptr(),
+         _desc(da, "da_out") if need_da else None, _desc(db, "db_out") if need_db else None, workspace.data_ptr(),
+         nbytes)
+    return da, db
+
+
+@_lm_head_backward.register_fake
+def _(a, b, rstd, grad, grad_scale, dloss, dloss_tensor, need_da, need_db, db_dtype):
+    _check_2d("lm_head_backward", a=a, b=b)
+    return _lm_head_backward_outputs(a, b, need_da, need_db, db_dtype, a.device)
+
+
+def lm_head_backward(a, b, grad, grad_scale, rstd=None, dloss=1.0, need_da=True, need_db=True, db_dtype=None):
+    """The backward of lm_head_train from its operands (a [M, K], b [V, K], rstd) and its grad,
+    grad_scale: with s = dloss * grad_scale (* rstd) per row, da = diag(s) (grad b) [M, K] in a's
+    dtype and db = grad^T diag(s) a [V, K] in db_dtype (default b's). dloss: a float, or a
+    one-element float32 tensor on the tensors' device (read when the kernels run: no host sync).
+    Not the gradient of rstd (coda.lm_head_cross_entropy computes that one). Returns (da, db), None
+    for the one not asked for."""
+    t = dloss if isinstance(dloss, Tensor) else None
+    da, db = torch.ops.coda.lm_head_backward(a, b, rstd, grad, grad_scale, 1.0 if t is not None else float(dloss), t,
+                                             need_da, need_db, db_dtype)
+    return da if need_da else None, db if need_db else None
 
 
 # ---- backward operators ------------------------------------------------------------------------------------

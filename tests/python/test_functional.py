@@ -264,8 +264,8 @@ def test_gradients_against_float64(gen, name, path, dtype, monkeypatch):
 def test_torch_compile_fullgraph_with_backward(gen, name, path, monkeypatch):
     """torch.compile(fullgraph=True) traces the Functions, their composed backward included (a
     graph break there is an error under fullgraph), and the compiled gradients keep the rule. The
-    block's backward uses every helper of the other Functions'; the LM head's has the in-place
-    dlogits and the run-twice guard. The block's fused backward (the default; CODA_FUSED_BACKWARD
+    block's backward uses every helper of the other Functions'; the LM head's scales the saved grad
+    per row (dloss * grad_scale). The block's fused backward (the default; CODA_FUSED_BACKWARD
     is read when the graph is traced) calls the same emulator operators as eagerly: the same bits,
     which the composed backward would not give."""
     select_backward(monkeypatch, path, names=())  # no spies: a counter is a side effect dynamo refuses
@@ -402,13 +402,27 @@ def test_backward_path_switch(gen, value, path, monkeypatch):
 
 # ---- the LM head in training mode -----------------------------------------------------------------------------
 
-def test_lm_head_backward_once(gen):
-    """The backward overwrites the saved logits in place: a second backward is refused."""
-    h, w = randn(gen, 8, 16).requires_grad_(), randn(gen, 24, 16)
-    loss = coda.lm_head_cross_entropy(h, w, torch.randint(0, 24, (8,), generator=gen))
-    loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="backward ran twice"):
-        loss.backward()
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_lm_head_backward_twice(gen, reduction, monkeypatch):
+    """The forward is one lm_head_train (no logits, no gemm_lse); the backward only reads the saved
+    grad, so a second backward through the same forward (retain_graph=True) gives the same
+    gradients, bit for bit, with a different dloss scaling them exactly."""
+    calls = select_backward(monkeypatch, "fused", names=("lm_head_train", "gemm_lse", "gemm_rmsnorm_lse",
+                                                         "cross_entropy_grad_"))
+    h, w, r = randn(gen, 8, 16).requires_grad_(), randn(gen, 24, 16).requires_grad_(), positive(gen, 8)
+    r.requires_grad_()
+    t = torch.randint(0, 24, (8,), generator=gen)
+    t[3] = coda.IGNORE_INDEX
+    loss = coda.lm_head_cross_entropy(h, w, t, rstd=r, reduction=reduction)
+    assert calls == {"lm_head_train": 1, "gemm_lse": 0, "gemm_rmsnorm_lse": 0, "cross_entropy_grad_": 0}, calls
+    first = torch.autograd.grad(loss, (h, w, r), retain_graph=True)
+    second = torch.autograd.grad(loss, (h, w, r), retain_graph=True)
+    for n, a, b in zip("hwr", first, second):
+        assert torch.equal(a, b), f"d{n}: the second backward differs from the first"
+    (2 * loss).backward()  # dloss = 2: a power of two scales every gradient exactly
+    for n, a, b in zip("hwr", first, (h.grad, w.grad, r.grad)):
+        assert torch.equal(2 * a, b), f"d{n}: dloss 2 is not twice dloss 1"
+    assert calls["lm_head_train"] == 1
 
 
 def test_lm_head_all_ignored_and_int64_targets(gen):

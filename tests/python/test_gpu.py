@@ -1,6 +1,6 @@
 """coda.functional on a CUDA device: llama3_block and rmsnorm_qkv_rope, forward and backward on both
-backward paths (fused, the default; composed with CODA_FUSED_BACKWARD=0), through coda's sm_90a
-kernels.
+backward paths (fused, the default; composed with CODA_FUSED_BACKWARD=0), and lm_head_cross_entropy
+(lm_head_train, then the backward's GEMMs, twice through one forward), through coda's sm_90a kernels.
 
 The checks of test_functional.py (test_gradients_against_float64, test_fused_backward_agrees_with_
 composed) at GPU-sized shapes, with its eager graphs and path helpers: every output and every
@@ -30,8 +30,8 @@ import torch
 
 import coda
 from common import BF16, F64, assert_rule, hopper, positive, randn, rel_error
-from test_functional import (AGREE, EPS, assert_ops_called, eager_block, eager_qkv_rope, qkv_args,
-                             select_backward)
+from test_functional import (AGREE, EPS, assert_ops_called, eager_block, eager_lm_head, eager_qkv_rope, lm_targets,
+                             qkv_args, select_backward)
 
 DEVICE = torch.device(os.environ.get("CODA_TEST_DEVICE") or "cuda")
 FP32 = torch.float32
@@ -144,3 +144,45 @@ def test_both_backward_paths_on_device(gen, case, monkeypatch):
         assert torch.equal(a, b), f"{case} output {i}: composed and fused runs' forwards differ"
     for n, c, f in zip(names, got["composed"][1], got["fused"][1]):
         assert rel_error(f, c) < AGREE, f"{case} d{n}: fused and composed backward {rel_error(f, c)} apart"
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_lm_head_on_device(gen, reduction):
+    """lm_head_cross_entropy (M 300: a partial row granule; V 1003: grad's rows padded; rstd; every
+    fourth row ignored): the loss and the gradients of h, w and rstd against float64 under the rule,
+    every result finite; a second backward through the same forward (retain_graph=True) gives the
+    same bits; lm_head_backward from the same forward's grad and grad_scale within rounding of the
+    Function's dh and dw."""
+    m, d, v = 300, 256, 1003
+    t = lm_targets(gen, m, v)
+    ins = dict(h=randn(gen, m, d, dtype=FP32), w=randn(gen, v, d, sd=d ** -0.5, dtype=FP32), r=positive(gen, m))
+
+    def fused(h, w, r):
+        return (coda.lm_head_cross_entropy(h, w, t.to(h.device), rstd=r, reduction=reduction),)
+
+    def eager(h, w, r):
+        return eager_lm_head(h, w, r, t.to(h.device), reduction=reduction)
+
+    want, want_grads, cot = run(eager, [x.to(F64) for x in ins.values()], None, "cpu", gen)
+    low = [x if n == "r" else x.to(BF16) for n, x in ins.items()]
+    base, base_grads, _ = run(eager, low, cot, DEVICE)
+    poison_free_memory()
+    leaves = [x.to(DEVICE).detach().clone().requires_grad_() for x in low]
+    loss = fused(*leaves)[0] * cot[0].item()
+    first = torch.autograd.grad(loss, leaves, retain_graph=True)
+    second = torch.autograd.grad(loss, leaves)
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+    assert torch.isfinite(loss).item()
+    assert_rule("loss", loss.detach().cpu() / cot[0].item(), want[0], base[0].cpu(), eps=1e-3)
+    for n, g, g2, w, b in zip(ins, first, second, want_grads, base_grads):
+        assert g.device.type == DEVICE.type and g.shape == w.shape, f"d{n}: {g.device}, {tuple(g.shape)}"
+        bad = (~torch.isfinite(g)).sum().item()
+        assert bad == 0, f"d{n}: {bad} of {g.numel()} elements not finite (unwritten or overflowed)"
+        assert torch.equal(g, g2), f"d{n}: the second backward differs from the first"
+        assert_rule(f"lm_head ({reduction}) d{n}", g.cpu(), w, b.cpu())
+    # The fused backward operator on the same forward's outputs (dh = da, dw = db; no drstd).
+    h, w, r = (x.to(DEVICE) for x in low)
+    _, grad, grad_scale, _ = coda.lm_head_train(h, w, t.to(DEVICE).to(torch.int32), rstd=r, reduction=reduction)
+    da, db = coda.lm_head_backward(h, w, grad, grad_scale, rstd=r, dloss=torch.tensor(cot[0].item(), device=DEVICE))
+    assert rel_error(da.cpu(), first[0].cpu()) < 1e-2 and rel_error(db.cpu(), first[1].cpu()) < 1e-2

@@ -2,7 +2,8 @@
 the same model unpatched, under design.md's rule (float64 unpatched = the truth, bf16 unpatched =
 the unfused PyTorch pipeline, bf16 patched = coda; the rule per tensor). coda.nn models run with
 transformers blocked from import; transformers' LlamaForCausalLM (skipped without transformers)
-with a vocabulary of 32003, whose stored logits need padded rows. Fresh random weights every run.
+with a vocabulary of 32003, whose stored LM-head grad needs padded rows. Fresh random weights every
+run.
 The patched models that run llama3_block or rmsnorm_qkv_rope run on both backward paths: the fused
 one (the default: CODA_FUSED_BACKWARD unset) and the composed one (CODA_FUSED_BACKWARD=0), checked by
 the calls of coda's fused backward operators.

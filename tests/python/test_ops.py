@@ -226,6 +226,72 @@ def test_lm_head_logits_free(gen):
     assert rel_error(row, row64) < 1e-3
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_lm_head_train_and_backward(gen, reduction):
+    """lm_head_train (V = 517: grad has padded rows): the loss, lse and dlogits = grad_scale * grad
+    against float64 under the rule; lm_head_backward's da, db against float64 and against the same
+    GEMMs composed in torch from grad and grad_scale; dloss as a float or a tensor: the same bits."""
+    a, w, r, t, l64, lu = lm_case(gen)
+    loss, grad, u, lse = coda.lm_head_train(a, w, t, rstd=r, reduction=reduction)
+    assert loss.shape == () and loss.dtype == torch.float32
+    assert grad.shape == (37, 517) and grad.stride() == (520, 1) and grad.dtype == BF16
+    assert u.shape == (37,) and u.dtype == torch.float32 and lse.shape == (37,)
+    keep = t != coda.IGNORE_INDEX
+    assert not u[~keep].any(), "ignored rows have grad_scale 0"
+    row64, lse64, _, dl64 = cross_entropy64(l64, t)
+    rowu, lseu, _, dlu = cross_entropy64(lu, t)
+    count = int(keep.sum()) if reduction == "mean" else 1
+    assert_rule("lse", lse, lse64, lseu)
+    assert math.isclose(loss.item(), row64.sum().item() / count, rel_tol=1e-3)
+    # dlogits of the mean from the forward's two outputs (the sum's is count times larger)
+    assert_rule("dlogits", u.double()[:, None] * grad.double() / (1 if reduction == "mean" else int(keep.sum())),
+                dl64, rounded(dlu))
+    # lm_head_loss's loss and lse up to rounding (lm_head_train sums the stored, rounded E)
+    loss2, _, lse2 = coda.lm_head_loss(a, w, t, rstd=r, reduction=reduction)
+    assert math.isclose(loss.item(), loss2.item(), rel_tol=1e-3) and rel_error(lse, lse2) < 1e-3
+
+    dloss = 0.75
+    da, db = coda.lm_head_backward(a, w, grad, u, rstd=r, dloss=dloss, db_dtype=torch.float32)
+    assert da.shape == (37, 32) and da.dtype == BF16 and db.shape == (517, 32) and db.dtype == torch.float32
+    scale = dloss * (1 if reduction == "mean" else int(keep.sum()))  # dl64 is the mean's
+    r64, a64, w64 = r.to(F64)[:, None], a.to(F64), w.to(F64)
+    da64, db64 = scale * r64 * (dl64 @ w64), scale * dl64.t() @ (r64 * a64)
+    au = rounded(r64 * a64)
+    dlu = rounded(scale * dlu)
+    assert_rule("da", da, da64, rounded(r64 * rounded(dlu @ w64)))
+    assert_rule("db", db, db64, dlu.t() @ au)
+    # The same GEMMs composed in torch from grad and s = dloss u rstd.
+    s = (dloss * u.double() * r.double())[:, None]
+    assert rel_error(da, s * (grad.double() @ w64)) < 1e-2
+    assert rel_error(db, grad.double().t() @ (s * a64)) < 1e-2
+    # dloss read from a tensor; one output only.
+    da2, db2 = coda.lm_head_backward(a, w, grad, u, rstd=r, dloss=torch.tensor(dloss), db_dtype=torch.float32)
+    assert torch.equal(da, da2) and torch.equal(db, db2)
+    none, db3 = coda.lm_head_backward(a, w, grad, u, rstd=r, dloss=dloss, need_da=False)
+    assert none is None and db3.dtype == BF16 and rel_error(db3, db) < 1e-2
+    with pytest.raises(ValueError, match="argument 'dloss' as a tensor must be one float32 element"):
+        coda.lm_head_backward(a, w, grad, u, rstd=r, dloss=torch.ones(2))
+    with pytest.raises(ValueError, match=r"lm_head_backward: argument 'grad'"):
+        coda.lm_head_backward(a, w, grad[:, :516], u, rstd=r)
+
+
+def test_lm_head_train_exact_rows(gen):
+    """A row whose largest logit lies far above the first 128 classes' (its shifted sum overflows
+    fp32) takes lm_head_train's exact path: still dlogits = grad_scale * grad to float64 under the rule."""
+    m, v, k = 9, 300, 32
+    a, w = randn(gen, m, k), randn(gen, v, k, sd=0.5)
+    w[v - 1] = torch.where(a[1] >= 0, 32.0, -32.0).to(BF16)  # class v - 1 aligned with row 1
+    t = torch.randint(0, v, (m,), generator=gen, dtype=torch.int32)
+    l64 = a.to(F64) @ w.to(F64).t()
+    assert (l64[1, 128:].max() - l64[1, :128].max()).item() > 130
+    loss, grad, u, lse = coda.lm_head_train(a, w, t)
+    row64, lse64, _, dl64 = cross_entropy64(l64, t)
+    _, lseu, _, dlu = cross_entropy64(rounded(l64), t)
+    assert_rule("lse", lse, lse64, lseu)
+    assert_rule("dlogits", u.double()[:, None] * grad.double(), dl64, rounded(dlu))
+    assert math.isclose(loss.item(), row64.mean().item(), rel_tol=1e-3)
+
+
 # ---- the backward operators on CPU against float64 -------------------------------------------------------
 
 def granule_sums(t, dim, size):
@@ -408,6 +474,7 @@ def opcheck_cases():
     t[2] = coda.IGNORE_INDEX
     logits, lp, tl = coda.gemm_lse(a, wv, t, save_logits=True)
     lse = coda.lse_finish(lp)
+    _, lm_grad, lm_u, _ = coda.lm_head_train(a, wv, t, rstd=r)
     ops = torch.ops.coda
     return {
         "gemm": (ops.gemm, (a, w, None, 1.0, 1.0, None)),
@@ -427,6 +494,10 @@ def opcheck_cases():
         "cross_entropy": (ops.cross_entropy, (lse, tl, t, coda.IGNORE_INDEX, "mean")),
         "cross_entropy_grad_": (ops.cross_entropy_grad_, (lse, tl, t, logits.clone(), coda.IGNORE_INDEX, "sum", 2.0)),
         "lm_head_loss": (ops.lm_head_loss, (a, wv, r, t, coda.IGNORE_INDEX, "mean")),
+        "lm_head_train": (ops.lm_head_train, (a, wv, r, t, coda.IGNORE_INDEX, "sum")),
+        "lm_head_backward": (ops.lm_head_backward, (a, wv, r, lm_grad, lm_u, 0.5, None, True, True, torch.float32)),
+        "lm_head_backward_dloss_tensor": (ops.lm_head_backward, (a, wv, None, lm_grad, lm_u, 1.0, torch.tensor(2.0),
+                                                                 False, True, None)),
         "gemm_rmsnorm_backward": (ops.gemm_rmsnorm_backward, (a, randn(g, k, n).t(), res, r, positive(g, m), norm,
                                                               res.clone(), True)),
         "gemm_swiglu_backward": (ops.gemm_swiglu_backward, (a, randn(g, k, 24).t(), randn(g, m, 48), True, True)),
