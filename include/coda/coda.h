@@ -192,8 +192,9 @@ coda_status_t coda_lm_head_loss(const coda_tensor_t* a, const coda_tensor_t* b, 
                                 coda_reduction_t reduction, const coda_tensor_t* loss_out,
                                 const coda_tensor_t* row_loss_out, const coda_tensor_t* lse_out,
                                 void* workspace, size_t workspace_bytes, coda_stream_t stream);
-/* LM-head training without a dlogits pass (docs/ops.md). The forward writes grad_out [M, V] (a's
- * dtype, row-major with 16-byte-aligned rows and base) and grad_scale_out fp32 [M] (u) such that
+/* LM-head training without a dlogits pass (docs/ops.md). a, b bf16 only (fp16's range cannot hold
+ * the shifted exponentials). The forward writes grad_out [M, V] (bf16, row-major with
+ * 16-byte-aligned rows and base) and grad_scale_out fp32 [M] (u) such that
  * dlogits[m, :] = dloss * u[m] * grad[m, :] exactly (u = 0 for ignored rows), besides the loss as
  * coda_lm_head_loss gives it. workspace: at least coda_lm_head_train_workspace_bytes(M, V) bytes,
  * in the same place as the tensors. rstd, row_loss_out, lse_out optional. */

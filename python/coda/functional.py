@@ -358,10 +358,13 @@ def _ce_mask(targets, ignore_index, reduction):
 
 
 def _lm_head_train(h, w, r, targets, ignore_index, reduction):
-    """(loss, grad, grad_scale) with dlogits = dloss * grad_scale[:, None] * grad: coda's
-    lm_head_train (grad [M, V] in h's dtype, the only [M, V] tensor; grad_scale fp32 [M]); on the
-    float64 reference path in torch, grad = softmax - onehot and grad_scale = 1 / count for the
-    mean, 1 for the sum, 0 for ignored rows."""
+    """(loss, grad, grad_scale) with dlogits = dloss * grad_scale[:, None] * grad, grad [M, V] in
+    h's dtype the only [M, V] tensor: bf16, coda's lm_head_train (grad_scale fp32 [M]); fp16, which
+    lm_head_train does not take (fp16's range cannot hold its shifted exponentials), the logits
+    stored by gemm_lse and overwritten in place by the dlogits of dloss 1 (cross_entropy_grad_,
+    the dlogits pass run in the forward), grad_scale 1; the float64 reference path in torch,
+    grad = softmax - onehot and grad_scale = 1 / count for the mean, 1 for the sum, 0 for ignored
+    rows."""
     if h.dtype == F64:
         logits = _scaled(h, w, r)
         keep, count = _ce_mask(targets, ignore_index, reduction)
@@ -371,6 +374,11 @@ def _lm_head_train(h, w, r, targets, ignore_index, reduction):
         grad = torch.softmax(logits, dim=1)
         grad[torch.arange(len(targets)), idx] -= keep.to(F64)
         return torch.where(keep, lse - tl, 0).sum() / count, grad, keep.to(F64) / count
+    if h.dtype == torch.float16:
+        grad, partials, tl = ops.gemm_lse(h, w, targets, rstd=r, ignore_index=ignore_index, save_logits=True)
+        loss, _ = ops.cross_entropy_grad_(ops.lse_finish(partials), tl, targets, grad, ignore_index=ignore_index,
+                                          reduction=reduction, dloss=1.0)
+        return loss, grad, torch.ones(h.shape[0], dtype=torch.float32, device=h.device)
     loss, grad, grad_scale, _ = ops.lm_head_train(h, w, targets, rstd=r, ignore_index=ignore_index,
                                                   reduction=reduction)
     return loss, grad, grad_scale
@@ -583,10 +591,12 @@ def lm_head_cross_entropy(h, weight, targets, rstd=None, ignore_index=IGNORE_IND
     [M, V] (h's dtype) and grad_scale fp32 [M] with dlogits = dloss * grad_scale[:, None] * grad,
     never the logits; the backward folds s = dloss * grad_scale into the [M, K] side and runs
     dh = diag(s rstd) (grad W) and dW = grad^T (s RMSNorm(x)) through coda.gemm, reading grad as it
-    is: no other [M, V] tensor exists and no pass over one runs between the GEMMs. grad is not
-    modified, so backward may run more than once (retain_graph=True). h [M, K], weight [V, K],
-    targets [M] (int; ignore_index rows count 0), rstd fp32 [M] or None. Returns the 0-dim fp32
-    loss, mean over non-ignored rows or sum; every row ignored gives 0 (PyTorch: NaN)."""
+    is: no other [M, V] tensor exists and no pass over one runs between the GEMMs. (fp16, which
+    lm_head_train does not take: the forward stores the logits and turns them into the dlogits of
+    dloss 1 in place, grad_scale 1; the same backward.) grad is not modified by the backward, so it
+    may run more than once (retain_graph=True). h [M, K], weight [V, K], targets [M] (int;
+    ignore_index rows count 0), rstd fp32 [M] or None. Returns the 0-dim fp32 loss, mean over
+    non-ignored rows or sum; every row ignored gives 0 (PyTorch: NaN)."""
     fn = "lm_head_cross_entropy"
     h, weight, targets, rstd = _prepare(fn, dict(h=h, weight=weight, targets=targets, rstd=rstd), ("h", "weight"))
     _check_k(fn, "h", h, "weight", weight)

@@ -600,9 +600,10 @@ def _(a, b, rstd, targets, ignore_index, reduction):
 
 def lm_head_train(a, b, targets, rstd=None, ignore_index=IGNORE_INDEX, reduction="mean"):
     """The LM-head loss forward for training without a dlogits pass (docs/ops.md): cross-entropy of
-    logits = (rstd *) a b^T against targets, and what the backward needs instead of the logits.
+    logits = (rstd *) a b^T against targets, and what the backward needs instead of the logits;
+    a, b bf16 only (fp16's range cannot hold the shifted exponentials: ValueError).
     Returns (loss, grad, grad_scale, lse): the 0-dim fp32 loss (mean over non-ignored rows or sum;
-    every row ignored: 0), grad [M, V] in a's dtype (rows padded to 16 bytes) and grad_scale fp32
+    every row ignored: 0), grad [M, V] bf16 (rows padded to 16 bytes) and grad_scale fp32
     [M] with dlogits = dloss * grad_scale[:, None] * grad exactly (grad_scale 0 for ignored rows),
     lse fp32 [M]. The only [M, V] tensor is grad; lm_head_backward (or any GEMM) takes it as it is."""
     return torch.ops.coda.lm_head_train(a, b, rstd, targets, ignore_index, reduction)

@@ -402,27 +402,55 @@ def test_backward_path_switch(gen, value, path, monkeypatch):
 
 # ---- the LM head in training mode -----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("dtype", [BF16, torch.float16])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
-def test_lm_head_backward_twice(gen, reduction, monkeypatch):
-    """The forward is one lm_head_train (no logits, no gemm_lse); the backward only reads the saved
-    grad, so a second backward through the same forward (retain_graph=True) gives the same
-    gradients, bit for bit, with a different dloss scaling them exactly."""
-    calls = select_backward(monkeypatch, "fused", names=("lm_head_train", "gemm_lse", "gemm_rmsnorm_lse",
-                                                         "cross_entropy_grad_"))
-    h, w, r = randn(gen, 8, 16).requires_grad_(), randn(gen, 24, 16).requires_grad_(), positive(gen, 8)
-    r.requires_grad_()
+def test_lm_head_backward_twice(gen, reduction, dtype, monkeypatch):
+    """The forward is one lm_head_train (bf16: no logits, no gemm_lse; fp16, which lm_head_train does
+    not take: gemm_lse and the in-place dlogits pass of cross_entropy_grad_, both in the forward);
+    the backward only reads the saved grad, so a second backward through the same forward
+    (retain_graph=True) gives the same gradients, bit for bit, with a different dloss scaling them
+    exactly."""
+    calls = select_backward(monkeypatch, "fused", names=("lm_head_train", "gemm_lse", "cross_entropy_grad_"))
+    h, w, r = randn(gen, 8, 16, dtype=dtype), randn(gen, 24, 16, dtype=dtype), positive(gen, 8)
+    for x in (h, w, r):
+        x.requires_grad_()
     t = torch.randint(0, 24, (8,), generator=gen)
     t[3] = coda.IGNORE_INDEX
     loss = coda.lm_head_cross_entropy(h, w, t, rstd=r, reduction=reduction)
-    assert calls == {"lm_head_train": 1, "gemm_lse": 0, "gemm_rmsnorm_lse": 0, "cross_entropy_grad_": 0}, calls
+    fp16 = dtype == torch.float16
+    want = {"lm_head_train": int(not fp16), "gemm_lse": int(fp16), "cross_entropy_grad_": int(fp16)}
+    assert calls == want, calls
     first = torch.autograd.grad(loss, (h, w, r), retain_graph=True)
     second = torch.autograd.grad(loss, (h, w, r), retain_graph=True)
     for n, a, b in zip("hwr", first, second):
         assert torch.equal(a, b), f"d{n}: the second backward differs from the first"
-    (2 * loss).backward()  # dloss = 2: a power of two scales every gradient exactly
+    (2 * loss).backward()  # dloss = 2: a power of two scales every gradient exactly (but fp16's subnormals)
     for n, a, b in zip("hwr", first, (h.grad, w.grad, r.grad)):
-        assert torch.equal(2 * a, b), f"d{n}: dloss 2 is not twice dloss 1"
-    assert calls["lm_head_train"] == 1
+        assert (rel_error(b, 2 * a) < 1e-3) if fp16 else torch.equal(2 * a, b), f"d{n}: dloss 2 is not twice dloss 1"
+    assert calls == want, calls  # the backward runs no pass over an [M, V] tensor
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_lm_head_fp16_against_float64(gen, reduction):
+    """fp16 (the stored-logits forward): the loss and every gradient against float64 autograd of the
+    eager graph under the rule, the baseline the eager graph in fp16."""
+    _, _, ins = case("lm_head_cross_entropy", gen)
+    t = lm_targets(gen, 37, 517)
+
+    def fused(h, w, r):
+        return (coda.lm_head_cross_entropy(h, w, t, rstd=r, reduction=reduction),)
+
+    def eager(h, w, r):
+        return eager_lm_head(h, w, r, t, reduction=reduction)
+
+    want, want_grads, cot = run(eager, [x.to(F64) for x in ins.values()], None)
+    low = [x if n == "r" else x.to(torch.float16) for n, x in ins.items()]
+    base, base_grads, _ = run(eager, low, cot)
+    got, got_grads, _ = run(fused, low, cot)
+    assert_rule("fp16 loss", got[0], want[0], base[0], eps=1e-3)
+    for n, g, w, b in zip(ins, got_grads, want_grads, base_grads):
+        assert g.dtype == (FP32 if n == "r" else torch.float16), f"d{n}: {g.dtype}"
+        assert_rule(f"fp16 d{n}", g, w, b)
 
 
 def test_lm_head_all_ignored_and_int64_targets(gen):

@@ -273,6 +273,8 @@ def test_lm_head_train_and_backward(gen, reduction):
         coda.lm_head_backward(a, w, grad, u, rstd=r, dloss=torch.ones(2))
     with pytest.raises(ValueError, match=r"lm_head_backward: argument 'grad'"):
         coda.lm_head_backward(a, w, grad[:, :516], u, rstd=r)
+    with pytest.raises(ValueError, match=r"lm_head_train: argument 'a' must be bf16"):
+        coda.lm_head_train(a.half(), w.half(), t)
 
 
 def test_lm_head_train_exact_rows(gen):
