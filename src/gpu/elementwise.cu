@@ -139,12 +139,15 @@ struct CeParams {
   float zdz_scale;
 };
 
-__device__ float ce_norm(const CeParams& p) {
+// The loss's row weight, over the whole block: 1 / count of the rows not ignored (mean; 0 when
+// every row is ignored) or 1 (sum).
+__device__ float target_norm(const int* targets, int64_t rows, int ignore, int mean) {
   float count = 0.0f;
-  for (int64_t m = threadIdx.x; m < p.rows; m += blockDim.x) count += p.targets[m] != p.ignore ? 1.0f : 0.0f;
+  for (int64_t m = threadIdx.x; m < rows; m += blockDim.x) count += targets[m] != ignore ? 1.0f : 0.0f;
   count = block_sum(count);  // exact: integers below 2^24
-  return p.mean ? (count > 0.0f ? 1.0f / count : 0.0f) : 1.0f;
+  return mean ? (count > 0.0f ? 1.0f / count : 0.0f) : 1.0f;
 }
+__device__ float ce_norm(const CeParams& p) { return target_norm(p.targets, p.rows, p.ignore, p.mean); }
 
 // One block: the reduced loss and the per-row losses.
 __global__ void ce_loss_kernel(CeParams p) {
@@ -928,11 +931,9 @@ struct LmTrainParams {
 
 // One block: norm = 1 / count (mean) or 1, and the exact path's row count cleared.
 __global__ void lm_norm_kernel(LmTrainParams p) {
-  float count = 0.0f;
-  for (int64_t m = threadIdx.x; m < p.rows; m += blockDim.x) count += p.targets[m] != p.ignore ? 1.0f : 0.0f;
-  count = block_sum(count);  // exact: integers below 2^24
+  const float norm = target_norm(p.targets, p.rows, p.ignore, p.mean);
   if (threadIdx.x == 0) {
-    p.norm[0] = p.mean ? (count > 0.0f ? 1.0f / count : 0.0f) : 1.0f;
+    p.norm[0] = norm;
     p.flagged[0] = 0;
   }
 }
@@ -970,20 +971,18 @@ __global__ void lm_finish_kernel(LmTrainParams p) {
 }
 
 // The exact path, one block per queued row (none in a sane model): the logits in fp32 from the
-// operands (K-major, 16-bit), twice (lse, then grad = softmax - onehot), u = norm. Reads all of b
+// operands (K-major bf16), twice (lse, then grad = softmax - onehot), u = norm. Reads all of b
 // twice per row.
-template <class T>
-__device__ float lm_logit(const T* a, const T* b, int64_t k, float r, int lane) {
+__device__ float lm_logit(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t k, float r, int lane) {
   float s = 0.0f;
-  for (int64_t j = lane; j < k; j += 32) s += static_cast<float>(a[j]) * static_cast<float>(b[j]);
+  for (int64_t j = lane; j < k; j += 32) s += __bfloat162float(a[j]) * __bfloat162float(b[j]);
   return warp_sum(s) * r;
 }
-template <class T>
 __global__ void __launch_bounds__(256) lm_exact_kernel(LmTrainParams p) {
   __shared__ float wmax[8], wsum[8];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const auto* a = static_cast<const T*>(p.a.p);
-  const auto* b = static_cast<const T*>(p.b.p);
+  const auto* a = static_cast<const __nv_bfloat16*>(p.a.p);
+  const auto* b = static_cast<const __nv_bfloat16*>(p.b.p);
   for (int i = blockIdx.x; i < p.flagged[0]; i += gridDim.x) {
     const int64_t m = p.flagged[1 + i];
     const float r = p.rstd ? p.rstd[m] : 1.0f;
@@ -1243,7 +1242,7 @@ Status lm_head_train(const LmHeadTrainArgs& args, cudaStream_t stream) {
   p.flagged = static_cast<int*>(plan.flagged.data());
   p.grad = mat_of(args.grad_out);
   p.scale = static_cast<float*>(args.grad_scale_out.data());
-  // 1. The anchor's logits (fp32) and the per-row shift; norm.
+  // 1. The anchor's logits and the per-row shift; norm.
   CODA_TRY(gemm({args.a, plan.anchor_b, {}, plan.anchor}, stream));
   lm_norm_kernel<<<1, 1024, 0, stream>>>(p);
   lm_shift_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(p);
@@ -1252,10 +1251,7 @@ Status lm_head_train(const LmHeadTrainArgs& args, cudaStream_t stream) {
   CODA_TRY(gemm_lse_exp(plan.exp, stream));
   // 3. lse, u, the target's entry; rows out of range recomputed exactly.
   lm_finish_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(p);
-  with_half(args.a.dtype(), [&](auto tag) {
-    lm_exact_kernel<typename decltype(tag)::type>
-        <<<static_cast<unsigned>(std::min<int64_t>(rows, 2 * sm_count())), 256, 0, stream>>>(p);
-  });
+  lm_exact_kernel<<<static_cast<unsigned>(std::min<int64_t>(rows, 2 * sm_count())), 256, 0, stream>>>(p);
   CODA_TRY(launch_status(op));
   // 4. The loss from lse and the target logits.
   return cross_entropy(plan.ce, stream);

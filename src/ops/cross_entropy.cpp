@@ -7,14 +7,26 @@
 
 namespace coda {
 
+namespace {
+
+// The LM head's inputs: the GEMM operands a [M, K] and b [V, K], rstd (optional [M] fp32), targets
+// [M] int32 and an ignore_index that is no class.
+GemmShape check_lm_head_inputs(ArgCheck& check, const TensorView& a, const TensorView& b, const TensorView& rstd,
+                               const TensorView& targets, int32_t ignore_index) {
+  const GemmShape s = check_gemm_operands(check, a, b);
+  check.optional("rstd", rstd, {s.m}, kFP32Only)
+      .tensor("targets", targets, {s.m}, kInt32Only)
+      .rule(ignore_index < 0 || ignore_index >= s.n, "ignore_index",
+            "must not be a valid class in [0, V), got " + std::to_string(ignore_index));
+  return s;
+}
+
+}  // namespace
+
 Status validate(const LmHeadLseArgs& args, const Grain& grain) {
   ArgCheck check(args.rstd.defined() ? "gemm_rmsnorm_lse" : "gemm_lse");
-  const GemmShape s = check_gemm_operands(check, args.a, args.b);
-  check.optional("rstd", args.rstd, {s.m}, kFP32Only)
-      .tensor("targets", args.targets, {s.m}, kInt32Only)
-      .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",
-            "must not be a valid class in [0, V), got " + std::to_string(args.ignore_index))
-      .optional("logits_out", args.logits_out, {s.m, s.n}, kStoreTypes, Layout::kRowMajor16)
+  const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
+  check.optional("logits_out", args.logits_out, {s.m, s.n}, kStoreTypes, Layout::kRowMajor16)
       .tensor("lse_partials", args.lse_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
       .tensor("target_logit_out", args.target_logit_out, {s.m}, kFP32Only)
       .no_alias({{"logits_out", args.logits_out}, {"lse_partials", args.lse_partials},
@@ -99,12 +111,8 @@ Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan) {
 
 Status validate(const LmHeadExpArgs& args, const Grain& grain) {
   ArgCheck check(args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp");
-  const GemmShape s = check_gemm_operands(check, args.a, args.b);
-  check.optional("rstd", args.rstd, {s.m}, kFP32Only)
-      .tensor("targets", args.targets, {s.m}, kInt32Only)
-      .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",
-            "must not be a valid class in [0, V), got " + std::to_string(args.ignore_index))
-      .tensor("shift", args.shift, {s.m}, kFP32Only)
+  const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
+  check.tensor("shift", args.shift, {s.m}, kFP32Only)
       .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16)
       .tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
       .tensor("target_logit_out", args.target_logit_out, {s.m}, kFP32Only)
@@ -167,14 +175,10 @@ Status plan_lm_head_train(const LmHeadTrainArgs& args, LmHeadTrainPlan* plan, co
   const char* op = "lm_head_train";
   {
     ArgCheck check(op);
-    const GemmShape s = check_gemm_operands(check, args.a, args.b);
+    const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
     check.rule(s.n > 0 || !check.ok(), "b", "must have at least one class (V >= 1)")
         .rule(args.a.dtype() == DType::kBF16 || !check.ok(), "a",
               "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)")
-        .optional("rstd", args.rstd, {s.m}, kFP32Only)
-        .tensor("targets", args.targets, {s.m}, kInt32Only)
-        .rule(args.ignore_index < 0 || args.ignore_index >= s.n, "ignore_index",
-              "must not be a valid class in [0, V), got " + std::to_string(args.ignore_index))
         .rule(args.reduction == Reduction::kMean || args.reduction == Reduction::kSum, "reduction",
               "must be mean or sum")
         .tensor("loss_out", args.loss_out, {1}, kFP32Only)
