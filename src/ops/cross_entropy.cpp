@@ -112,6 +112,8 @@ Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan) {
 Status validate(const LmHeadExpArgs& args, const Grain& grain) {
   ArgCheck check(args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp");
   const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
+  check.rule(args.a.dtype() == DType::kBF16 || !check.ok(), "a",
+             "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)");
   check.tensor("shift", args.shift, {s.m}, kFP32Only)
       .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16)
       .tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)

@@ -371,6 +371,23 @@ TEST(BadInput, LmHeadTrain) {
   expect_rejected<T>("ignore index is a class", make, [](T& a) { a.ignore_index = 5; }, run, op, "ignore_index");
   expect_rejected<T>("scale length", make, [](T& a) { a.grad_scale_out.desc.sizes[0] = 3; }, run, op,
                      "grad_scale_out", "[4]");
+  // its forward GEMM alone: bf16 only too (the GPU compiles no fp16 kernel for it)
+  using E = LmHeadExpArgs;
+  const std::function<E(Case&)> make_e = [](Case& c) {
+    E a;
+    a.a = c.in(kBF16, 4, 16);
+    a.b = c.in(kBF16, 300, 16);
+    a.targets = c.ints({0, 299, -100, 7});
+    a.shift = c.vec(kFP32, 4, 1.0f);
+    a.exp_out = c.out(kBF16, 4, 304).row_slice(0, 4);
+    a.exp_out.desc.sizes[1] = 300;
+    a.sum_partials = c.out(kFP32, 4, ceil_div(300, CODA_PARTIAL_COLS));
+    a.target_logit_out = c.out(kFP32, 4, 0);
+    return a;
+  };
+  expect_rejected<E>("gemm_lse_exp fp16 operands", make_e,
+                     [](E& a) { a.a.desc.dtype = a.b.desc.dtype = a.exp_out.desc.dtype = CODA_DTYPE_FP16; },
+                     [](const E& a) { return emu::gemm_lse_exp(a); }, "gemm_lse_exp", "a", "must be bf16");
   using B = LmHeadBackwardArgs;
   static std::vector<char> wsb(lm_head_backward_workspace_bytes(4, 16));
   const std::function<B(Case&)> make_b = [](Case& c) {

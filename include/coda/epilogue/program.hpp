@@ -176,11 +176,21 @@ template <class P>
 using ResourcesMember = decltype(P::kResources);
 template <class P>
 using FlagBitsMember = decltype(P::kFlagBits);
+template <class P>
+using Bf16OnlyMember = decltype(P::kBf16Only);
 
 template <class P>
 constexpr Resources resources_of() {
   if constexpr (Has<ResourcesMember, P>::value) return P::kResources;
   else return Resources{};
+}
+
+// True when P's operator takes bf16 inputs only (`static constexpr bool kBf16Only = true;`, its
+// validate() refusing fp16): the GPU compiles its kernels for bf16 alone (src/gpu/fused_instances.hpp).
+template <class P>
+constexpr bool bf16_only() {
+  if constexpr (Has<Bf16OnlyMember, P>::value) return P::kBf16Only;
+  else return false;
 }
 
 // The number of switch bits in P::flags (0 when P has none).

@@ -129,7 +129,8 @@ struct LmHeadTrainArgs {
 size_t lm_head_train_workspace_bytes(int64_t m, int64_t v);
 
 // The fused GEMM of lm_head_train (the epilogue program LmHeadExp): E = exp(logits - c) with
-// shift[m] = c log2 e, per-granule sums of E as stored, the fp32 target logit.
+// shift[m] = c log2 e, per-granule sums of E as stored, the fp32 target logit. bf16 only, like
+// lm_head_train.
 struct LmHeadExpArgs {
   TensorView a, b, rstd, targets;
   int32_t ignore_index = CODA_IGNORE_INDEX;
@@ -214,6 +215,7 @@ struct LmHeadExp {
   static constexpr int kRowOutTarget = 0;            // row outputs
   static constexpr int kRowSum = 0;                  // row partials
   static constexpr epi::Resources kResources = epi::store_direct_all({1, 0, 0, 0, 0});
+  static constexpr bool kBf16Only = true;  // E needs bf16's range (validate refuses fp16)
   static constexpr uint32_t kHasRstd = 1;  // flags
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
