@@ -128,12 +128,13 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
     if (c.variant == KernelVariant::k128x128_pp_c2x1)
       return sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream);
     return sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream);
+  } else {
+    if (c.variant == KernelVariant::k128x128_pp_c2x1)
+      return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream)
+                  : sm90::launch_variant<cutlass::half_t, true, kBK, 2, Program>(L, stream);
+    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream)
+                : sm90::launch_variant<cutlass::half_t, true, kBK, 0, Program>(L, stream);
   }
-  if (c.variant == KernelVariant::k128x128_pp_c2x1)
-    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream)
-                : sm90::launch_variant<cutlass::half_t, true, kBK, 2, Program>(L, stream);
-  return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream)
-              : sm90::launch_variant<cutlass::half_t, true, kBK, 0, Program>(L, stream);
 }
 
 sm90::EpiVector vec_of(const TensorView& t) {
