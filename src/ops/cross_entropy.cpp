@@ -21,6 +21,12 @@ GemmShape check_lm_head_inputs(ArgCheck& check, const TensorView& a, const Tenso
   return s;
 }
 
+// The shifted exponentials E = exp(logits - c) (gemm_lse_exp, lm_head_train) need bf16's range.
+void check_exp_dtype(ArgCheck& check, const TensorView& a) {
+  check.rule(a.dtype() == DType::kBF16 || !check.ok(), "a",
+             "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)");
+}
+
 }  // namespace
 
 Status validate(const LmHeadLseArgs& args, const Grain& grain) {
@@ -112,8 +118,7 @@ Status plan_lm_head_loss(const LmHeadLossArgs& args, LmHeadLossPlan* plan) {
 Status validate(const LmHeadExpArgs& args, const Grain& grain) {
   ArgCheck check(args.rstd.defined() ? "gemm_rmsnorm_lse_exp" : "gemm_lse_exp");
   const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
-  check.rule(args.a.dtype() == DType::kBF16 || !check.ok(), "a",
-             "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)");
+  check_exp_dtype(check, args.a);
   check.tensor("shift", args.shift, {s.m}, kFP32Only)
       .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16)
       .tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
@@ -178,11 +183,10 @@ Status plan_lm_head_train(const LmHeadTrainArgs& args, LmHeadTrainPlan* plan, co
   {
     ArgCheck check(op);
     const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
-    check.rule(s.n > 0 || !check.ok(), "b", "must have at least one class (V >= 1)")
-        .rule(args.a.dtype() == DType::kBF16 || !check.ok(), "a",
-              "must be bf16 (fp16's range, 6e-8 .. 65504, cannot hold the shifted exponentials)")
-        .rule(args.reduction == Reduction::kMean || args.reduction == Reduction::kSum, "reduction",
-              "must be mean or sum")
+    check.rule(s.n > 0 || !check.ok(), "b", "must have at least one class (V >= 1)");
+    check_exp_dtype(check, args.a);
+    check.rule(args.reduction == Reduction::kMean || args.reduction == Reduction::kSum, "reduction",
+               "must be mean or sum")
         .tensor("loss_out", args.loss_out, {1}, kFP32Only)
         .optional("row_loss_out", args.row_loss_out, {s.m}, kFP32Only)
         .optional("lse_out", args.lse_out, {s.m}, kFP32Only)
