@@ -122,18 +122,17 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   CODA_TRY(check_staging<Program>(op, L.epi));  // before anything is written
   if (env_on("CODA_PRINT_CONFIG"))
     std::fprintf(stderr, "coda: %s -> %s [fused]\n", prob.describe().c_str(), c.describe().c_str());
+  const auto launch = [&](auto element) {
+    using E = decltype(element);
+    return c.variant == KernelVariant::k128x128_pp_c2x1 ? sm90::launch_variant<E, true, kBK, 2, Program>(L, stream)
+                                                        : sm90::launch_variant<E, true, kBK, 0, Program>(L, stream);
+  };
   const bool bf16 = a.dtype() == DType::kBF16;
   if constexpr (epi::bf16_only<Program>()) {  // no fp16 kernels compiled (validate refuses fp16 first)
     if (!bf16) return Status::internal(std::string(op) + ": no fp16 kernel for this operator");
-    if (c.variant == KernelVariant::k128x128_pp_c2x1)
-      return sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream);
-    return sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream);
+    return launch(cutlass::bfloat16_t{});
   } else {
-    if (c.variant == KernelVariant::k128x128_pp_c2x1)
-      return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 2, Program>(L, stream)
-                  : sm90::launch_variant<cutlass::half_t, true, kBK, 2, Program>(L, stream);
-    return bf16 ? sm90::launch_variant<cutlass::bfloat16_t, true, kBK, 0, Program>(L, stream)
-                : sm90::launch_variant<cutlass::half_t, true, kBK, 0, Program>(L, stream);
+    return bf16 ? launch(cutlass::bfloat16_t{}) : launch(cutlass::half_t{});
   }
 }
 

@@ -120,8 +120,9 @@ Status validate(const LmHeadExpArgs& args, const Grain& grain) {
   const GemmShape s = check_lm_head_inputs(check, args.a, args.b, args.rstd, args.targets, args.ignore_index);
   check_exp_dtype(check, args.a);
   check.tensor("shift", args.shift, {s.m}, kFP32Only)
-      .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16)
-      .tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
+      .tensor("exp_out", args.exp_out, {s.m, s.n}, kGemmInputTypes, Layout::kRowMajor16);
+  if (check.ok()) check.same_dtype("a", args.a, "exp_out", args.exp_out);  // bf16: fp16 cannot hold E
+  check.tensor("sum_partials", args.sum_partials, {s.m, ceil_div(s.n, grain.cols)}, kFP32Only)
       .tensor("target_logit_out", args.target_logit_out, {s.m}, kFP32Only)
       .no_alias({{"exp_out", args.exp_out}, {"sum_partials", args.sum_partials},
                  {"target_logit_out", args.target_logit_out}},

@@ -388,6 +388,8 @@ TEST(BadInput, LmHeadTrain) {
   expect_rejected<E>("gemm_lse_exp fp16 operands", make_e,
                      [](E& a) { a.a.desc.dtype = a.b.desc.dtype = a.exp_out.desc.dtype = CODA_DTYPE_FP16; },
                      [](const E& a) { return emu::gemm_lse_exp(a); }, "gemm_lse_exp", "a", "must be bf16");
+  expect_rejected<E>("gemm_lse_exp fp16 exponentials", make_e, [](E& a) { a.exp_out.desc.dtype = CODA_DTYPE_FP16; },
+                     [](const E& a) { return emu::gemm_lse_exp(a); }, "gemm_lse_exp", "exp_out");
   using B = LmHeadBackwardArgs;
   static std::vector<char> wsb(lm_head_backward_workspace_bytes(4, 16));
   const std::function<B(Case&)> make_b = [](Case& c) {
