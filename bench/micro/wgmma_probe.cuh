@@ -45,3 +45,21 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr) {
   return uint64_t((smem_addr >> 4) & 0x3fff) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
 }
+// One 128 x 128 x 64 k-tile into two 64-row accumulators: A's halves a0, a1 against B (b), four
+// k16 steps (descriptor start addresses advance 32 bytes a step), as one commit group.
+__device__ __forceinline__ void wgmma_ktile(float* d0, float* d1, uint64_t a0, uint64_t a1, uint64_t b) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    wgmma_64x128(d0, a0 + 2 * kk, b + 2 * kk);
+    wgmma_64x128(d1, a1 + 2 * kk, b + 2 * kk);
+  }
+  wgmma_commit();
+}
+// Keeps the accumulators live: their sum, written where no run's values reach.
+__device__ __forceinline__ void keep_accumulators(const float* d0, const float* d1, float* sink) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s += d0[i] + d1[i];
+  if (s == 12345.0f) *sink = s;
+}
