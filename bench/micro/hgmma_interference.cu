@@ -39,8 +39,7 @@ __global__ void __launch_bounds__(256, 1)
   __shared__ volatile int stop;
   __shared__ __align__(16) uint32_t scratch[4096];
   const int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
-  // operands: A 128 x 64 (two 64-row halves), B 128 x 64, bf16, filled with small values
-  for (int i = tid; i < 32768 / 4; i += 256) reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 2654435761u & 0x00ff00ffu);
+  fill_operands(smem, tid, 256);
   for (int i = tid; i < 4096; i += 256) scratch[i] = i * 2654435761u;
   if (tid == 0) stop = 0;
   __syncthreads();
@@ -48,8 +47,7 @@ __global__ void __launch_bounds__(256, 1)
     float d0[64], d1[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d0[i] = d1[i] = 0.0f;
-    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-    const uint64_t a0 = desc_sw128(base), a1 = desc_sw128(base + 8192), b = desc_sw128(base + 16384);
+    const auto [a0, a1, b] = ktile_descs(smem);
     long long t0 = clock64();
     if (mma_off) {  // the interferer alone: warpgroup 0 sleeps for as long as the wgmma chain ran
       while (clock64() - t0 < 512ll * k_tiles) __nanosleep(1000);

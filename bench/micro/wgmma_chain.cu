@@ -26,13 +26,12 @@ template <int kMode>
 __global__ void __launch_bounds__(128, 1) chain(int groups, unsigned long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const int tid = threadIdx.x;
-  for (int i = tid; i < 32768 / 4; i += 128) reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 2654435761u & 0x00ff00ffu);
+  fill_operands(smem, tid, 128);
   __syncthreads();
   float d0[64], d1[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) d0[i] = d1[i] = 0.0f;
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint64_t a0 = desc_sw128(base), a1 = desc_sw128(base + 8192), b = desc_sw128(base + 16384);
+  const auto [a0, a1, b] = ktile_descs(smem);
   long long t0 = clock64();
   if constexpr (kMode == kTwoAcc) {
     for (int g = 0; g < groups; ++g) {

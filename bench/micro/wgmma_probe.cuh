@@ -1,6 +1,6 @@
 // Shared by the microbenchmarks: error checks and the wgmma pieces (one m64n128k16 bf16 -> fp32
-// instruction with both operands in shared memory, its fence / commit / wait, and a 128-byte
-// swizzle K-major shared-memory descriptor).
+// instruction with both operands in shared memory, its fence / commit / wait, a 128-byte swizzle
+// K-major shared-memory descriptor, and a k-tile's operands: their fill and descriptors).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,6 +55,19 @@ __device__ __forceinline__ void wgmma_ktile(float* d0, float* d1, uint64_t a0, u
     wgmma_64x128(d1, a1 + 2 * kk, b + 2 * kk);
   }
   wgmma_commit();
+}
+// The operands of a k-tile, 32 KiB at smem: A 128 x 64 (two 64-row halves, a0 and a1) and B 128 x 64,
+// bf16, small values; filled by `threads` threads (thread index tid).
+__device__ __forceinline__ void fill_operands(uint8_t* smem, int tid, int threads) {
+  for (int i = tid; i < 32768 / 4; i += threads)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 2654435761u & 0x00ff00ffu);
+}
+struct KTileDescs {
+  uint64_t a0, a1, b;
+};
+__device__ __forceinline__ KTileDescs ktile_descs(const uint8_t* smem) {
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return {desc_sw128(base), desc_sw128(base + 8192), desc_sw128(base + 16384)};
 }
 // Keeps the accumulators live: their sum, written where no run's values reach.
 __device__ __forceinline__ void keep_accumulators(const float* d0, const float* d1, float* sink) {
