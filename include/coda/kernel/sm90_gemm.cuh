@@ -1015,9 +1015,13 @@ struct Sm90Gemm {
     Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
     static_assert(kVN % (kChunkCols / 8) == 0, "the wgmma atom must hold whole epilogue chunks");
     const int gm0 = tile_m * kTileM, gn0 = tile_n * kTileN;
-    const int chunk_bytes = chunk_bytes_all(p.epi);
-    const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
     constexpr int kEs = OutDt == kDtFP32 ? 4 : 2;
+    // chunk_bytes_all with the launch's dtype (every output has OutDt) and a constant per output
+    // count: selects, no runtime loop.
+    int chunk_bytes = 0;
+    CUTE_UNROLL
+    for (int o = 1; o <= kEpiSlots; ++o) chunk_bytes = p.epi.num_outs == o ? out_offset(o, kEs) : chunk_bytes;
+    const bool ring_on = uses_tile_ring(p.epi) && !(p.debug & 8);
     const StageAddr out_full = stage_addr(lane, warp, 2, kEs);
     const StageAddr out_half = stage_addr(lane, warp, 1, kEs);
     const StageAddr out_wide = stage_addr(lane, warp, 4, kEs);
@@ -1215,17 +1219,25 @@ struct Sm90Gemm {
       if constexpr (kStaged) fence_async_shared();
       if constexpr (kChunkEndBarrier) named_barrier_sync(1 + wg, 128);
       if (kStaged && t == 0) {
-        constexpr int es = kEs;
-        for (int o = 0; o < p.epi.num_outs; ++o) {
+        // Unrolled over the slots: every offset, box and trip count below is a compile-time
+        // constant, so thread 0 (whose stores the next chunk's barrier waits for) issues them
+        // straight. NOTES: a runtime loop over p.epi.num_outs computed out_offset and the box
+        // count (an unsigned division) per output at run time: ~150 dependent instructions a chunk
+        // (SASS), and the publish phase took 2.1 K cycles a chunk for SwiGLU's two outputs against
+        // 0.7 K for one (trace, H200; bench/NOTES.md 2026-12-03 midday).
+        CUTE_UNROLL
+        for (int o = 0; o < kEpiSlots; ++o) {
+          if (out_direct(o) || o >= p.epi.num_outs) continue;
           const EpiOutput& out = p.epi.outs[o];
-          if (!out.defined || out_direct(o)) continue;
-          const int row_bytes = out_cols(o) * es;
+          if (!out.defined) continue;
+          const int row_bytes = out_cols(o) * kEs;
           const int box = row_bytes < 128 ? row_bytes : 128;
-          uint8_t* src = buf + out_offset(o, es);
+          uint8_t* src = buf + out_offset(o, kEs);
           if (out_tile(o) >= 0) src = ctx.tiles + out_tile(o) * kTileSlotBytes;  // the tile slot's boxes
+          CUTE_UNROLL
           for (int bx = 0; bx < row_bytes / box; ++bx) {
             const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
-            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / es), cm0);
+            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / kEs), cm0);
           }
         }
         tma_store_commit();
