@@ -41,11 +41,13 @@ void check_activations(ArgCheck& c, const Llama3Dims& d, const Llama3Activations
       .tensor("act.qkv", a.qkv, {m, d.heads.qkv_cols()}, kGemmInputTypes, Layout::kRowMajor16)
       .tensor("act.r1", a.r1, {m}, kFP32Only)
       .tensor("act.r2", a.r2, {m}, kFP32Only)
+      .optional("act.y1", a.y1, {m, d.ffn}, kGemmInputTypes, Layout::kRowMajor16)
       .same_dtype("act.x0", a.x0, "act.y0", a.y0)
       .same_dtype("act.x0", a.x0, "act.x1", a.x1)
       .same_dtype("act.x0", a.x0, "act.x2", a.x2)
       .same_dtype("act.x0", a.x0, "act.z1", a.z1)
       .same_dtype("act.x0", a.x0, "act.qkv", a.qkv);
+  if (a.y1.defined()) c.same_dtype("act.x0", a.x0, "act.y1", a.y1);
 }
 }  // namespace
 

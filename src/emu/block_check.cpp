@@ -86,7 +86,7 @@ void add_row(BlockCheckResult& r, const char* op, const char* out, const ref::Ma
 }  // namespace
 
 BlockCheckResult check_llama3_block_emulated(const Llama3Dims& d, uint64_t seed, const emu::EmuConfig& cfg,
-                                             double eps) {
+                                             double eps, bool keep_y1) {
   return check_llama3_block(
       d, seed,
       [&cfg](const Llama3Dims& dims, const Llama3Weights& w, const Llama3Activations& act, const Llama3Grads* g) {
@@ -94,11 +94,11 @@ BlockCheckResult check_llama3_block_emulated(const Llama3Dims& d, uint64_t seed,
         CODA_TRY(llama3_forward(be, dims, w, act));
         return g ? llama3_backward(be, dims, w, act, *g) : Status();
       },
-      true, eps);
+      true, eps, keep_y1);
 }
 
 BlockCheckResult check_llama3_block(const Llama3Dims& d, uint64_t seed, const BlockRunner& run, bool backward,
-                                    double eps) {
+                                    double eps, bool keep_y1) {
   BlockCheckResult result;
   const Inputs in = make_inputs(d, seed);
   const ref::Rounder bf16 = [](ref::Mat& m) { ref::round_bf16(m); };
@@ -125,7 +125,9 @@ BlockCheckResult check_llama3_block(const Llama3Dims& d, uint64_t seed, const Bl
   };
   HostTensor x1 = out(t, m, d.hidden), x2 = out(t, m, d.hidden), z1 = out(t, m, 2 * d.ffn), qkv = out(t, m, n3);
   HostTensor r1 = out(DType::kFP32, m, 0), r2 = out(DType::kFP32, m, 0);
-  const Llama3Activations act{x0, y0, pos, x1, x2, z1, qkv, r1, r2};
+  HostTensor y1 = keep_y1 ? out(t, m, d.ffn) : HostTensor();
+  Llama3Activations act{x0, y0, pos, x1, x2, z1, qkv, r1, r2, {}};
+  if (keep_y1) act.y1 = y1;
   HostTensor dx2 = from_mat(in.dx2, t), dqkv = from_mat(in.dqkv, t);
   HostTensor dx0 = out(t, m, d.hidden), dy0 = out(t, m, d.hidden);
   HostTensor dwo = out(DType::kFP32, d.hidden, d.hidden), dwgu = out(DType::kFP32, 2 * d.ffn, d.hidden);
@@ -147,6 +149,10 @@ BlockCheckResult check_llama3_block(const Llama3Dims& d, uint64_t seed, const Bl
       return result;
     }
   }
+  if (keep_y1 && m > 0 && !y1.fully_written()) {
+    result.error = "act.y1 (the kept SwiGLU output) was not fully written";
+    return result;
+  }
 
   add_row(result, "gemm_residual_rmsnorm_partial", "x1", to_mat(x1), fu.x1, f64.x1, eps);
   add_row(result, "rms_finish", "r1", to_mat(r1), ref::from_vec(fu.r1), ref::from_vec(f64.r1), eps);
@@ -154,6 +160,7 @@ BlockCheckResult check_llama3_block(const Llama3Dims& d, uint64_t seed, const Bl
   add_row(result, "gemm_residual_rmsnorm_partial", "x2", to_mat(x2), fu.x2, f64.x2, eps);
   add_row(result, "rms_finish", "r2", to_mat(r2), ref::from_vec(fu.r2), ref::from_vec(f64.r2), eps);
   add_row(result, "gemm_rmsnorm_rope", "qkv", to_mat(qkv), fu.qkv, f64.qkv, eps);
+  if (keep_y1) add_row(result, "gemm_rmsnorm_swiglu", "y1", to_mat(y1), fu.y1, f64.y1, eps);
   if (!backward) {
     result.ok = true;
     for (const ErrorRow& r : result.rows) result.ok = result.ok && r.ok;

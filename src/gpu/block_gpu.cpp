@@ -50,7 +50,7 @@ Status llama3_forward_unfused(GpuBackend& be, void* cublas_handle, const Llama3D
   };
   const TensorView tmp = be.scratch(t, m, d.hidden);
   const TensorView n1 = be.scratch(t, m, d.hidden);
-  const TensorView y1 = be.scratch(t, m, d.ffn);
+  const TensorView y1 = act.y1.defined() ? act.y1 : be.scratch(t, m, d.ffn);
   const TensorView n2 = be.scratch(t, m, d.hidden);
   CODA_TRY(mm(act.y0, w.wo, tmp));
   CODA_TRY(unfused::add(tmp, act.x0, act.x1, s));
@@ -108,7 +108,8 @@ Status llama3_backward_unfused(GpuBackend& be, void* cublas_handle, const Llama3
   const TensorView q2 = be.scratch(DType::kFP32, ceil_div(m, grain.rows), d.hidden);
   const TensorView do1 = be.scratch(t, m, d.ffn);
   const TensorView dz1 = be.scratch(t, m, 2 * d.ffn);
-  const TensorView y1 = be.scratch(t, m, d.ffn);
+  const bool keep_y1 = act.y1.defined();  // kept by the forward: read, not recomputed
+  const TensorView y1 = keep_y1 ? act.y1 : be.scratch(t, m, d.ffn);
   const TensorView pz = be.scratch(DType::kFP32, m, ceil_div(d.ffn, grain.cols));
   const TensorView c1 = be.scratch(DType::kFP32, m, 0);
   const TensorView dy1 = be.scratch(t, m, d.hidden);
@@ -122,9 +123,9 @@ Status llama3_backward_unfused(GpuBackend& be, void* cublas_handle, const Llama3
   CODA_TRY(unfused::rmsnorm_backward(dy2, act.x2, act.r2, c2, w.norm1, g.dx2, dx, n2, q2, s));
   CODA_TRY(col_sum_finish({q2, g.dnorm1}, s));
   CODA_TRY(mm(dz2.transposed(), n2.transposed(), g.dwqkv));
-  // dz1 = SwiGLU-backward(dx Wdown), y1 recomputed, ZdZ1 partials
+  // dz1 = SwiGLU-backward(dx Wdown), ZdZ1 partials, y1 recomputed unless the forward kept it
   CODA_TRY(mm(dx, w.wdown.transposed(), do1));
-  CODA_TRY(unfused::swiglu_backward(do1, act.z1, dz1, y1, pz, s));
+  CODA_TRY(unfused::swiglu_backward(do1, act.z1, dz1, keep_y1 ? TensorView() : y1, pz, s));
   CODA_TRY(row_sum_finish({pz, c1, inv_d}, s));
   CODA_TRY(mm(dx.transposed(), y1.transposed(), g.dwdown));
   // dx0 = RMSNorm-backward(dz1 Wgu) + dx; n1 recomputed; dnorm0 partials
@@ -138,7 +139,7 @@ Status llama3_backward_unfused(GpuBackend& be, void* cublas_handle, const Llama3
 }
 
 BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused, double eps,
-                                        bool backward) {
+                                        bool backward, bool keep_y1) {
   return check_llama3_block(
       dims, seed,
       [unfused](const Llama3Dims& d, const Llama3Weights& hw, const Llama3Activations& ha,
@@ -148,8 +149,8 @@ BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, b
           Llama3Weights w = hw;
           for (TensorView* v : {&w.wo, &w.wgu, &w.wdown, &w.wqkv, &w.norm0, &w.norm1, &w.freqs}) *v = mirror.map(*v);
           Llama3Activations a = ha;
-          for (TensorView* v : {&a.x0, &a.y0, &a.positions, &a.x1, &a.x2, &a.z1, &a.qkv, &a.r1, &a.r2})
-            *v = mirror.map(*v);
+          for (TensorView* v : {&a.x0, &a.y0, &a.positions, &a.x1, &a.x2, &a.z1, &a.qkv, &a.r1, &a.r2, &a.y1})
+            if (v->defined()) *v = mirror.map(*v);
           Llama3Grads g;
           if (hg) {
             g = *hg;
@@ -181,7 +182,7 @@ BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, b
         }
         return {};
       },
-      backward, eps);
+      backward, eps, keep_y1);
 }
 
 }  // namespace coda

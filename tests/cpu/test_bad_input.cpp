@@ -428,7 +428,7 @@ TEST(BadInput, Block) {
                         c.vec(kBF16, 32, 1.0f), c.vec(kBF16, 32, 1.0f), c.vec(kFP32, 8, 0.01f)};
   Llama3Activations act{c.in(kBF16, 5, 32), c.in(kBF16, 5, 32), c.ints({0, 1, 2, 3, 4}), c.out(kBF16, 5, 32),
                         c.out(kBF16, 5, 32), c.out(kBF16, 5, 96), c.out(kBF16, 5, n3), c.out(kFP32, 5, 0),
-                        c.out(kFP32, 5, 0)};
+                        c.out(kFP32, 5, 0), {}};
   emu::EmuBackend be;
   CODA_ASSERT_OK(llama3_forward(be, d, w, act));
   Llama3Dims bad = d;
@@ -441,6 +441,19 @@ TEST(BadInput, Block) {
   s = llama3_forward(be, d, w, wrong);
   EXPECT_NE(s.message().find("llama3_forward: argument 'act.z1' must have shape [5, 96]"), std::string::npos)
       << s.message();
+  EXPECT_TRUE(c.outputs_untouched());
+  // The optional kept SwiGLU output: [M, F] in the activations' dtype, checked like the others.
+  Llama3Activations kept = act;
+  kept.y1 = c.out(kBF16, 5, 40);
+  c.snapshot();
+  s = llama3_forward(be, d, w, kept);
+  EXPECT_NE(s.message().find("llama3_forward: argument 'act.y1' must have shape [5, 48]"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(c.outputs_untouched());
+  kept.y1 = c.out(DType::kFP16, 5, 48);
+  c.snapshot();
+  s = llama3_forward(be, d, w, kept);
+  EXPECT_NE(s.message().find("act.y1"), std::string::npos) << s.message();
   EXPECT_TRUE(c.outputs_untouched());
 }
 

@@ -8,12 +8,12 @@
 namespace coda {
 namespace {
 
-void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg, double eps = 1e-4) {
+void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg, double eps = 1e-4, bool keep_y1 = false) {
   const uint64_t seed = test::seed();
   SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with CODA_TEST_SEED)");
-  const BlockCheckResult r = check_llama3_block_emulated(d, seed, cfg, eps);
+  const BlockCheckResult r = check_llama3_block_emulated(d, seed, cfg, eps, keep_y1);
   ASSERT_TRUE(r.error.empty()) << r.error;
-  ASSERT_EQ(r.rows.size(), 14u);
+  ASSERT_EQ(r.rows.size(), keep_y1 ? 15u : 14u);
   for (const ErrorRow& row : r.rows) {
     EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": fused " << row.fused << " > bound " << row.bound
                         << " (unfused " << row.unfused << ")";
@@ -23,6 +23,14 @@ void expect_block_ok(const Llama3Dims& d, const emu::EmuConfig& cfg, double eps 
 }
 
 TEST(Block, DefaultConfigForwardAndBackward) { expect_block_ok(default_check_dims(), {}); }
+
+// The SwiGLU output kept by the forward (Llama3Activations::y1): checked as an output, and the
+// backward's dWdown from it instead of the SwiGLU backward's recomputed copy.
+TEST(Block, KeptSwigluOutput) {
+  Llama3Dims d = default_check_dims();
+  d.tokens = 45;
+  expect_block_ok(d, emu::EmuConfig{16, 64}, 1e-4, true);
+}
 
 TEST(Block, SmallTilesManyGranules) {
   Llama3Dims d = default_check_dims();

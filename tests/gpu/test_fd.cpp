@@ -137,7 +137,7 @@ TEST_F(GpuFiniteDifference, WholeBlockBackward) {
     Out qkv = poisoned(kBF16, m, n3), r1 = poisoned(kFP32, m, 0), r2 = poisoned(kFP32, m, 0);
     const Llama3Weights w{wo_d.view, wgu_d.view, wdown_d.view, wqkv_d.view, norm0_d.view, norm1_d.view, freqs_d.view};
     const Llama3Activations act{x0_d.view, y0_d.view, pos_d.view, x1.view(), x2.view(), z1.view(), qkv.view(),
-                                r1.view(), r2.view()};
+                                r1.view(), r2.view(), {}};
 
     // The fused forward on (w, a); the per-token losses L_i = <x2_i, dx2_i> + <qkv_i, dqkv_i>.
     GpuBackend be;

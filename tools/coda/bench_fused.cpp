@@ -536,7 +536,8 @@ bool bench_blocks(Bench& b) {
   for (const ModelShape& ms : kModels) {
     const std::string name = std::string("block.") + ms.name + ".fwd";
     const std::string name_fb = std::string("block.") + ms.name + ".fwdbwd";
-    if (!b.wanted(name) && !b.wanted(name_fb)) continue;
+    const std::string name_rc = name_fb + "_recompute";
+    if (!b.wanted(name) && !b.wanted(name_fb) && !b.wanted(name_rc)) continue;
     Llama3Dims d;
     d.tokens = ms.tokens;
     d.hidden = ms.d;
@@ -555,14 +556,20 @@ bool bench_blocks(Bench& b) {
     DMat qkv = dmat(kBF16, m, n3), r1 = dmat(kFP32, m, 0), r2 = dmat(kFP32, m, 0);
     DMat h = dmat(kBF16, m, d.hidden), y1 = dmat(kBF16, m, d.ffn);
     const Llama3Weights w{wo.view, wgu.view, wdown.view, wqkv.view, n0.view, n1.view, freqs.view};
-    const Llama3Activations act{x0.view, y0.view, pos.view, x1.view, x2.view, z1.view, qkv.view, r1.view, r2.view};
+    const Llama3Activations act{x0.view, y0.view, pos.view, x1.view, x2.view, z1.view, qkv.view, r1.view, r2.view, {}};
     // Its GEMMs alone, each with cuBLAS's best algorithm.
     dev::LtGemm g1(b.lt(), y0.view, wo.view, x1.view, b.ws(), b.ws_bytes(), nullptr);
     dev::LtGemm g2(b.lt(), h.view, wgu.view, z1.view, b.ws(), b.ws_bytes(), nullptr);
     dev::LtGemm g3(b.lt(), y1.view, wdown.view, x2.view, b.ws(), b.ws_bytes(), nullptr);
     dev::LtGemm g4(b.lt(), h.view, wqkv.view, qkv.view, b.ws(), b.ws_bytes(), nullptr);
     GpuBackend fused_be, unfused_be;
-    if (b.wanted(name_fb)) {  // forward + backward (issue 9) against the block's 12 GEMMs alone
+    // The training block keeps the SwiGLU output y1 for the backward (Llama3Activations::y1: M x F
+    // more saved memory, a third fewer stores in the SwiGLU backward); the _recompute row runs the
+    // schedule without it (y1 recomputed by the SwiGLU backward), for comparison. Its unfused
+    // column makes the same choice.
+    Llama3Activations act_kept = act;
+    act_kept.y1 = y1.view;
+    if (b.wanted(name_fb) || b.wanted(name_rc)) {  // forward + backward (issue 9) against the block's 12 GEMMs alone
       DMat dx2 = drand(kBF16, m, d.hidden, b.seed(38), 1.0f), dqkv = drand(kBF16, m, n3, b.seed(39), 1.0f);
       DMat dx0 = dmat(kBF16, m, d.hidden), dy0 = dmat(kBF16, m, d.hidden);
       DMat dwo = dmat(kBF16, d.hidden, d.hidden), dwgu = dmat(kBF16, 2 * d.ffn, d.hidden);
@@ -601,23 +608,29 @@ bool bench_blocks(Bench& b) {
       const std::function<void()> schedule = [&] {
         for (dev::LtGemm* gm : order) gm->run(nullptr);
       };
-      Row fb(name_fb, m, d.hidden, d.ffn);
-      fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
-      fb.note = "cuBLAS column: the block's 12 GEMMs alone in the schedule's order (4 forward; dgrad and wgrad of each, in reverse); unfused: cuBLAS + elementwise kernels";
-      ok = b.measure(fb,
-                     [&] {
-                       fused_be.reset();
-                       CODA_TRY(llama3_forward(fused_be, d, w, act));
-                       return llama3_backward(fused_be, d, w, act, g);
-                     },
-                     schedule,
-                     [&] {
-                       unfused_be.reset();
-                       CODA_TRY(llama3_forward_unfused(unfused_be, handle, d, w, act));
-                       return llama3_backward_unfused(unfused_be, handle, d, w, act, g);
-                     });
+      for (const bool keep : {true, false}) {
+        if (!b.wanted(keep ? name_fb : name_rc)) continue;
+        const Llama3Activations& a = keep ? act_kept : act;
+        Row fb(keep ? name_fb : name_rc, m, d.hidden, d.ffn);
+        fb.flops = 3 * 2.0 * m * d.hidden * (d.hidden + 2 * d.ffn + d.ffn + n3);
+        fb.note = std::string(keep ? "y1 kept by the forward" : "y1 recomputed by the SwiGLU backward") +
+                  "; cuBLAS column: the block's 12 GEMMs alone in the schedule's order (4 forward; dgrad and wgrad of each, in reverse); unfused: cuBLAS + elementwise kernels";
+        ok = b.measure(fb,
+                       [&] {
+                         fused_be.reset();
+                         CODA_TRY(llama3_forward(fused_be, d, w, a));
+                         return llama3_backward(fused_be, d, w, a, g);
+                       },
+                       schedule,
+                       [&] {
+                         unfused_be.reset();
+                         CODA_TRY(llama3_forward_unfused(unfused_be, handle, d, w, a));
+                         return llama3_backward_unfused(unfused_be, handle, d, w, a, g);
+                       });
+        if (!ok) break;
+      }
       if (!ok) break;
-      if (b.diag()) {
+      if (b.diag() && b.wanted(name_fb)) {
         StepClock fused_clock, cublas_clock;
         TimedBackend timed(fused_be, fused_clock);
         for (int r = 0; r < 7; ++r) {
@@ -625,8 +638,8 @@ bool bench_blocks(Bench& b) {
               [&] {
                 fused_clock.begin_run();
                 timed.reset();
-                (void)llama3_forward(timed, d, w, act);
-                (void)llama3_backward(timed, d, w, act, g);
+                (void)llama3_forward(timed, d, w, act_kept);
+                (void)llama3_backward(timed, d, w, act_kept, g);
               },
               r);
           fused_clock.end_run();
@@ -695,7 +708,9 @@ bool run_fused_bench(const Options& opt, Timer& timer, const Ceilings& ceil, uin
   double log_sum = 0.0, bwd_log_sum = 0.0;
   for (const Row& r : b.rows()) {
     const double bar = r.name.rfind("block.", 0) == 0 ? 1.06 : 1.08;
-    if (r.name == "lmhead.train_fwd" || r.name == "lmhead.fwdbwd_logits") continue;  // reported, no bar
+    if (r.name == "lmhead.train_fwd" || r.name == "lmhead.fwdbwd_logits" ||
+        r.name.find("_recompute") != std::string::npos)
+      continue;  // reported, no bar
     if (r.name.find("_backward.") != std::string::npos) {
       ++bwd;
       bwd_log_sum += std::log(r.us / r.cublas_us);

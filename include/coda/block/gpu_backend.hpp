@@ -64,8 +64,9 @@ Status llama3_backward_unfused(GpuBackend& be, void* cublas_handle, const Llama3
                                const Llama3Activations& act, const Llama3Grads& g);
 
 // The block check of coda/ref/block_check.hpp on the GPU: the fused schedule's forward, and its
-// backward when `backward` is set; or the same through the unfused path when `unfused` is set.
+// backward when `backward` is set; or the same through the unfused path when `unfused` is set;
+// with Llama3Activations::y1 given when `keep_y1` is set.
 BlockCheckResult check_llama3_block_gpu(const Llama3Dims& dims, uint64_t seed, bool unfused = false,
-                                        double eps = 1e-4, bool backward = false);
+                                        double eps = 1e-4, bool backward = false, bool keep_y1 = false);
 
 }  // namespace coda

@@ -39,12 +39,13 @@ Llama3Dims default_check_dims();
 using BlockRunner = std::function<Status(const Llama3Dims&, const Llama3Weights&, const Llama3Activations&,
                                          const Llama3Grads*)>;
 // The check with any runner (the emulator, the GPU through host mirrors); forward only when
-// backward is false (6 rows instead of 14).
+// backward is false (6 rows instead of 14). keep_y1 gives the block Llama3Activations::y1 (the
+// SwiGLU output kept for the backward) and checks it as one more row.
 BlockCheckResult check_llama3_block(const Llama3Dims& dims, uint64_t seed, const BlockRunner& run, bool backward,
-                                    double eps = 1e-4);
+                                    double eps = 1e-4, bool keep_y1 = false);
 
 // Runs the block forward and backward through the CPU emulator.
 BlockCheckResult check_llama3_block_emulated(const Llama3Dims& dims, uint64_t seed, const emu::EmuConfig& cfg = {},
-                                             double eps = 1e-4);
+                                             double eps = 1e-4, bool keep_y1 = false);
 
 }  // namespace coda
