@@ -719,15 +719,15 @@ TEST_F(GpuOps, BlockForwardFusedAndUnfused) {
     }
 }
 
-// Forward + backward of the fused schedule on the GPU against the float64 block (issue 9 item 3):
-// every output and gradient under design.md's rule.
-TEST_F(GpuOps, BlockForwardBackwardFused) {
+// Forward + backward on the GPU against the float64 block, every output and gradient under
+// design.md's rule, with y1 recomputed by the backward and kept by the forward.
+void expect_block_forward_backward(bool unfused) {
   for (const Llama3Dims& d : block_test_dims())
-    for (bool keep_y1 : {false, true}) {  // y1 recomputed by the backward, or kept by the forward
+    for (bool keep_y1 : {false, true}) {
       const uint64_t seed = test::seed();
       SCOPED_TRACE("M " + std::to_string(d.tokens) + " d " + std::to_string(d.hidden) + " keep_y1 " +
                    std::to_string(keep_y1) + " seed " + std::to_string(seed));
-      const BlockCheckResult r = check_llama3_block_gpu(d, seed, false, d.tokens == 1 ? 1e-2 : 1e-4, true, keep_y1);
+      const BlockCheckResult r = check_llama3_block_gpu(d, seed, unfused, d.tokens == 1 ? 1e-2 : 1e-4, true, keep_y1);
       ASSERT_TRUE(r.error.empty()) << r.error;
       ASSERT_EQ(r.rows.size(), keep_y1 ? 15u : 14u);
       for (const ErrorRow& row : r.rows) {
@@ -736,22 +736,12 @@ TEST_F(GpuOps, BlockForwardBackwardFused) {
     }
 }
 
-// Forward + backward of the unfused path (cuBLAS GEMMs + unfused:: kernels) against the float64
-// block, the same shapes and rule: the cross-check and baseline of the fused backward (issue 9).
-TEST_F(GpuOps, BlockForwardBackwardUnfused) {
-  for (const Llama3Dims& d : block_test_dims())
-    for (bool keep_y1 : {false, true}) {  // y1 recomputed by the backward, or kept by the forward
-      const uint64_t seed = test::seed();
-      SCOPED_TRACE("M " + std::to_string(d.tokens) + " d " + std::to_string(d.hidden) + " keep_y1 " +
-                   std::to_string(keep_y1) + " seed " + std::to_string(seed));
-      const BlockCheckResult r = check_llama3_block_gpu(d, seed, true, d.tokens == 1 ? 1e-2 : 1e-4, true, keep_y1);
-      ASSERT_TRUE(r.error.empty()) << r.error;
-      ASSERT_EQ(r.rows.size(), keep_y1 ? 15u : 14u);
-      for (const ErrorRow& row : r.rows) {
-        EXPECT_TRUE(row.ok) << row.op << " -> " << row.output << ": " << row.fused << " > " << row.bound;
-      }
-    }
-}
+// The fused schedule (issue 9 item 3).
+TEST_F(GpuOps, BlockForwardBackwardFused) { expect_block_forward_backward(false); }
+
+// The unfused path (cuBLAS GEMMs + unfused:: kernels): the cross-check and baseline of the fused
+// backward (issue 9).
+TEST_F(GpuOps, BlockForwardBackwardUnfused) { expect_block_forward_backward(true); }
 
 // The unfused RMSNorm behind `x unfused` and the unfused block (a block per row, V vectors per
 // thread; rows whose vector count is not a multiple of the block's threads), against float64 from
