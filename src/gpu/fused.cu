@@ -341,7 +341,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {
   CODA_TRY(validate(args));
   const int64_t segs = qk_segments(args.heads.head_dim, CODA_PARTIAL_COLS);
   const int64_t seg_cols = args.heads.head_dim / segs;
-  if (seg_cols < 32)  // at most 8 segments per 256-column tile (Sm90Gemm::kMaxSegs)
+  if (seg_cols < 32)  // the kernel sums segments of at least a chunk half (Sm90Gemm::flush_chunk_segs)
     return Status::not_supported(std::string(op) + ": argument 'heads' has head_dim " +
                                  std::to_string(args.heads.head_dim) + "; the GPU kernel needs head_dim >= 32");
   if (args.a.rows() == 0) return {};

@@ -99,5 +99,28 @@ TEST(Numeric, RopeAngleReductionIsExactForLargePositions) {
   EXPECT_GT(worst_naive, 100 * worst);
 }
 
+// The GPU's table fill computes 2 pi * turns in one multiply (rope_radians_at); it must round to the
+// same fp32 angle as radians_of_turns(rope_turns_at(...)), which the emulator's meaning follows.
+TEST(Numeric, RopeRadiansMatchTheTwoStepAngle) {
+  CODA_SEEDED_RNG(rng);
+  std::vector<float> freqs;
+  for (double x : ref::rope_frequencies(128, 500000.0)) freqs.push_back(static_cast<float>(x));
+  freqs.push_back(0.0f);
+  freqs.push_back(0.5f);
+  freqs.push_back(1.0e-30f);  // below 2^-96 turns a position: the angle is 0
+  for (int i = 0; i < 50000; ++i) {
+    const int pos = i < 16 ? i - 2 : static_cast<int>(rng.integer(0, i % 2 ? 131072 : 2147483647));
+    const float f = freqs[static_cast<size_t>(rng.integer(0, static_cast<int64_t>(freqs.size()) - 1))];
+    const epi::RopeFreq d = epi::rope_freq(f);
+    const float two_step = epi::radians_of_turns(epi::rope_turns_at(pos, d));
+    const float one = epi::rope_radians_at(pos, d);
+    if (pos < 0) {
+      EXPECT_TRUE(std::isnan(one)) << pos;
+      continue;
+    }
+    ASSERT_EQ(float_bits(one), float_bits(two_step)) << "pos " << pos << " freq " << f;
+  }
+}
+
 }  // namespace
 }  // namespace coda

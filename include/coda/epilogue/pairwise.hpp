@@ -84,14 +84,17 @@ CODA_HD RopeFreq rope_freq(float f_turns) {
   d.sh = static_cast<uint32_t>(s <= 32 ? 0 : (s <= 64 ? s - 32 : 32));
   return d;
 }
-CODA_HD float rope_turns(uint32_t pos, const RopeFreq& d) {
+// The angle's top 32 fraction bits F (a signed 32-bit integer: the turns times 2^32, wrapped).
+CODA_HD uint32_t rope_fraction(uint32_t pos, const RopeFreq& d) {
   const uint64_t prod = static_cast<uint64_t>(pos) * d.m;
 #if CODA_DEVICE_CODE
-  const uint32_t fr = __funnelshift_rc(static_cast<uint32_t>(prod), static_cast<uint32_t>(prod >> 32), d.sh);
+  return __funnelshift_rc(static_cast<uint32_t>(prod), static_cast<uint32_t>(prod >> 32), d.sh);
 #else
-  const auto fr = static_cast<uint32_t>(prod >> d.sh);
+  return static_cast<uint32_t>(prod >> d.sh);
 #endif
-  return static_cast<float>(static_cast<int32_t>(fr)) * 2.3283064365386963e-10f;  // 2^-32
+}
+CODA_HD float rope_turns(uint32_t pos, const RopeFreq& d) {
+  return static_cast<float>(static_cast<int32_t>(rope_fraction(pos, d))) * 2.3283064365386963e-10f;  // 2^-32
 }
 CODA_HD float rope_turns(uint32_t pos, float f_turns) { return rope_turns(pos, rope_freq(f_turns)); }
 
@@ -106,6 +109,14 @@ CODA_HD float rope_turns_at(int pos, const RopeFreq& d) {
   return pos < 0 ? NAN : t;
 }
 CODA_HD float rope_turns_at(int pos, float f_turns) { return rope_turns_at(pos, rope_freq(f_turns)); }
+// radians_of_turns(rope_turns_at(pos, d)), bit for bit, in one multiply: F * 2^-32 is exact, so
+// scaling 2 pi by 2^-32 instead (also exact) rounds the same product once.
+CODA_HD float rope_radians_at(int pos, const RopeFreq& d) {
+  constexpr float kRadiansPerFraction = 6.28318530717958647692f * 2.3283064365386963e-10f;  // 2 pi 2^-32
+  const float a = static_cast<float>(static_cast<int32_t>(rope_fraction(static_cast<uint32_t>(pos), d))) *
+                  kRadiansPerFraction;
+  return pos < 0 ? NAN : a;
+}
 CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns_at(pos, f_turns), s, c);
 }

@@ -174,7 +174,6 @@ struct Sm90Gemm {
   static constexpr int kTmaTiles = kRes.tma_tiles;
   // A 64 x 64 chunk of a 16-bit tile, or 64 x 128 (two TMA boxes) when a tile is double width.
   static constexpr int kTileSlotBytes = kChunkRows * 128 * (kRes.wide_tiles ? 2 : 1);
-  static constexpr int kMaxSegs = 8;                        // segments per tile (>= 32 columns each)
   // Mainloop stages: as many as fit next to the epilogue staging (at most the variant's count).
   static constexpr int kStageBytes = (kTileM + kTileN) * 64 * int(sizeof(Element));
   static constexpr int kColBytes = (kRes.col_vecs + kRes.col_sums) * kTileN * 4 * 2;  // column vectors and sums
@@ -340,7 +339,7 @@ struct Sm90Gemm {
   struct TileAcc {
     float rs[kRes.row_sums > 0 ? kRes.row_sums : 1][kRowsPerThread];
     epi::OnlineLse lse[kRes.row_lses > 0 ? kRes.row_lses : 1][kRowsPerThread];
-    float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kMaxSegs][kRowsPerThread];
+    float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kRowsPerThread];  // a segment wider than a chunk, so far
     // ctx.rotation's angle per pair slot in radians, 2 pi times the turns exactly reduced to
     // [-1/2, 1/2) (the integer work of epi::rope_turns), valid for the chunk origin row rot_m and
     // column phase rot_phase (the angle depends on the row and on the column modulo the
@@ -471,7 +470,9 @@ struct Sm90Gemm {
     CUTE_DEVICE float scalar(int i) const { return scalars[i]; }
     CUTE_DEVICE float row(int i, const epi::Frag& f) const { return rowv[i][b_of(f)]; }
     CUTE_DEVICE int row_int(int i, const epi::Frag& f) const { return rowi[i][b_of(f)]; }
-    // One shared load at a constant offset (the compiler issues it early; no registers held).
+    // One shared load at a constant offset (the compiler issues it early; no registers held). The
+    // rotation's frequency vector (EpiParams::rotation_freq) is staged decoded and read by the table
+    // fill only.
     CUTE_DEVICE float col(int i, const epi::Frag& f, int n) const {
       static_assert(kColVecs > 0, "the program reads column vectors: declare them in kResources.col_vecs");
       return cols[i * kTileN + 8 * jj_of(f) + (n - f.n)];
@@ -610,7 +611,7 @@ struct Sm90Gemm {
       lse_v[r][f.slot][1] = f.ok[1] ? v1 : -INFINITY;
     }
     // Segments are at least 32 columns and aligned to them: a chunk's columns fall in at most two,
-    // split at its 32nd column (pairs jj >= 4); the driver adds them into the tile's segments.
+    // split at its 32nd column (pairs jj >= 4); the driver flushes them per chunk (flush_chunk_segs).
     CUTE_DEVICE void seg_sum(int s, const epi::Frag& f, int, float v) const { segc[s][jj_of(f) >= 4][b_of(f)] += v; }
     // Summed over the thread's two rows in registers; the driver reduces the chunk across the
     // lanes and warps into the tile's shared column sums (add_col_sums).
@@ -625,7 +626,7 @@ struct Sm90Gemm {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
       epi::sincos_radians(acc.rot_a[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
     }
-    // Pair slot j = 2 jj + b: frequency jj (decoded once, for both rows), row b.
+    // Pair slot j = 2 jj + b: frequency jj, row b.
     CUTE_DEVICE void fill_rotation() const {
       const int pos = p.epi.rotation_pos, freq = p.epi.rotation_freq;
       int ps[2] = {0, 0};
@@ -635,13 +636,15 @@ struct Sm90Gemm {
         for (int i = 0; i < kEpiSlots; ++i) ps[b] = i == pos ? rowi[i][b] : ps[b];  // selects: slots stay registers
       }
       CUTE_UNROLL
-      for (int jj = 0; jj < 8; ++jj) {
-        float fr = 0.0f;
+      for (int jj = 0; jj < 8; ++jj) {  // the pair's two columns: its frequency decoded (epilogue's staging)
+        epi::RopeFreq d{0u, 0u};
         CUTE_UNROLL
-        for (int i = 0; i < kColVecs; ++i) fr = i == freq ? cols[i * kTileN + 8 * jj] : fr;
-        const epi::RopeFreq d = epi::rope_freq(fr);
+        for (int i = 0; i < kColVecs; ++i) {
+          d.m = i == freq ? __float_as_uint(cols[i * kTileN + 8 * jj]) : d.m;
+          d.sh = i == freq ? __float_as_uint(cols[i * kTileN + 8 * jj + 1]) : d.sh;
+        }
         CUTE_UNROLL
-        for (int b = 0; b < 2; ++b) acc.rot_a[2 * jj + b] = epi::radians_of_turns(epi::rope_turns_at(ps[b], d));
+        for (int b = 0; b < 2; ++b) acc.rot_a[2 * jj + b] = epi::rope_radians_at(ps[b], d);
       }
     }
   };
@@ -972,31 +975,49 @@ struct Sm90Gemm {
       }
     }
   }
-  // Flush the segment sums of accumulator row block mi (the tile's segments) and reset them.
-  CUTE_DEVICE static void flush_segs(const Params& p, TileAcc& acc, int tile_m, int tile_n, int mma_thread_idx,
-                                     int mi) {
-    Tensor cD = make_identity_tensor(make_shape(Int<kTileM>{}, Int<kTileN>{}));
-    TiledMma tiled_mma;
-    Tensor tCcD = tiled_mma.get_thread_slice(mma_thread_idx).partition_C(cD);
+  // Flush the chunk's segment sums (ctx.segc, per chunk half) to the segment partials, per chunk:
+  // a 32-column segment is a chunk half, a 64-column one the chunk, and a wider one (at most a
+  // granule) is summed over its chunks in acc.seg and flushed with its last (the chunks of a row
+  // block are visited in column order). Each value is summed over the quad of lanes that shares its
+  // row (two shuffles) and stored by the quad's first lane. m0: the thread's first row. NOTES: the
+  // tile's segments were summed into eight slots per row by selects after every chunk and flushed
+  // per row block behind a branch per slot: 80 + ~840 static SASS instructions (the QKV statistics'
+  // flush phase, 1 K cycles a chunk in the trace; bench/NOTES.md 2026-12-03 evening).
+  template <class Ctx>
+  CUTE_DEVICE static void flush_chunk_segs(const Params& p, const Ctx& ctx, TileAcc& acc, int m0, int cn0) {
     const bool writer = (threadIdx.x & 3) == 0;
-    const int gn0 = tile_n * kTileN;
     CUTE_UNROLL
-    for (int b = 0; b < 2; ++b) {
-      const int m = tile_m * kTileM + get<0>(tCcD(make_coord(make_coord(0, 0, 0), mi, 0))) + 8 * b;
-      const bool live = writer && m < p.m;
+    for (int r = 0; r < kRes.seg_sums; ++r) {
+      const EpiPartial& P = p.epi.seg_sums[r];
+      const int sh = P.seg_shift;  // 5 .. log2(kGranuleCols), uniform
+      float v[2][2];               // [segment of the chunk][b]
+      int segs = 0;                // segments the chunk closes: 2 (32 columns), 1 or 0 (uniform)
       CUTE_UNROLL
-      for (int r = 0; r < kRes.seg_sums; ++r) {
-        const EpiPartial& P = p.epi.seg_sums[r];
-        const int first = gn0 >> P.seg_shift;
-        const int segs = kTileN >> P.seg_shift;  // the tile's segments (uniform; at most a granule wide)
-        CUTE_UNROLL
-        for (int k = 0; k < kMaxSegs; ++k) {
-          if (k < segs) {  // NOTES: the rest hold zeros; shuffling all eight cost ~4.5 K cycles a flush
-            float v = acc.seg[r][k][b];
-            acc.seg[r][k][b] = 0.0f;
-            v += __shfl_xor_sync(0xffffffffu, v, 1);
-            v += __shfl_xor_sync(0xffffffffu, v, 2);
-            if (live && P.ptr && first + k < P.cols) P.ptr[int64_t(m) * P.ld + first + k] = v;
+      for (int b = 0; b < 2; ++b) {
+        if (sh == 5) {
+          v[0][b] = ctx.segc[r][0][b];
+          v[1][b] = ctx.segc[r][1][b];
+        } else {
+          v[0][b] = acc.seg[r][b] + ctx.segc[r][0][b] + ctx.segc[r][1][b];
+          v[1][b] = 0.0f;
+        }
+      }
+      const int end = cn0 + kChunkCols;
+      if (sh == 5) segs = 2;
+      else segs = ((end & ((1 << sh) - 1)) == 0 || end >= p.n) ? 1 : 0;
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) acc.seg[r][b] = segs == 0 ? v[0][b] : 0.0f;
+      CUTE_UNROLL
+      for (int k = 0; k < 2; ++k) {
+        if (k < segs) {
+          const int seg = (cn0 >> sh) + k;
+          CUTE_UNROLL
+          for (int b = 0; b < 2; ++b) {
+            float x = v[k][b];
+            x += __shfl_xor_sync(0xffffffffu, x, 1);
+            x += __shfl_xor_sync(0xffffffffu, x, 2);
+            const int m = m0 + 8 * b;
+            if (writer && m < p.m && P.ptr && seg < P.cols) P.ptr[int64_t(m) * P.ld + seg] = x;
           }
         }
       }
@@ -1035,19 +1056,30 @@ struct Sm90Gemm {
       CUTE_UNROLL
       for (int r = 0; r < kRes.row_lses; ++r) acc.lse[r][i] = epi::OnlineLse{};
       CUTE_UNROLL
-      for (int r = 0; r < kRes.seg_sums; ++r) {
-        CUTE_UNROLL
-        for (int k = 0; k < kMaxSegs; ++k) acc.seg[r][k][i] = 0.0f;
-      }
+      for (int r = 0; r < kRes.seg_sums; ++r) acc.seg[r][i] = 0.0f;
     }
     acc.rot_m = -1;  // the rotation table is refilled for every tile
     acc.rot_phase = -1;
     // The tile's column vectors into shared memory. The previous tile's last chunk read them before
     // its final barrier; this chunk loop's first barrier orders these writes before any read.
+    // The rotation's frequencies go in decoded (epi::RopeFreq), once per tile: a pair's two columns
+    // share one frequency (bound with step 2), so its first column holds the multiplier and its
+    // second the shift, and the table fill reads them instead of decoding eight frequencies per
+    // fill. NOTES: the decode was ~20 of the fill's ~40 SASS instructions an angle pair, and the
+    // fill runs two (1B: head_dim 64) or four (8B) times a tile (bench/NOTES.md 2026-12-03 evening).
     CUTE_UNROLL
     for (int i = 0; i < kColVecs; ++i) {
       CUTE_UNROLL
-      for (int k = 0; k < kColsPerThread; ++k) colbuf[i * kTileN + t + 128 * k] = tr.col[i][k];
+      for (int k = 0; k < kColsPerThread; ++k) {
+        float v = tr.col[i][k];
+        if constexpr (kRes.rotation != 0) {
+          if (i == p.epi.rotation_freq) {
+            const epi::RopeFreq d = epi::rope_freq(v);
+            v = __uint_as_float(t & 1 ? d.sh : d.m);  // column t + 128 k has t's parity
+          }
+        }
+        colbuf[i * kTileN + t + 128 * k] = v;
+      }
     }
 
     // NOTES: the chunks run in a runtime loop, not fully unrolled: the epilogue of a rich program
@@ -1186,23 +1218,8 @@ struct Sm90Gemm {
         visit_chunk<true, kOff>(p, p.program, ctx, accum, gm0 + r0, gn0 + c0 + 64 * cj);
       }
       if (!(p.debug & 2)) {
-        // chunk-level reductions: the LSE fold, the segments of the chunk, the rotation table's key
+        // chunk-level reductions: the LSE fold (the segments are flushed after the publish step)
         if constexpr (kRes.row_lses > 0) fold_lse(ctx, acc);
-        CUTE_UNROLL
-        for (int r = 0; r < kRes.seg_sums; ++r) {
-          const int sh = p.epi.seg_sums[r].seg_shift;
-          const int k0 = (cn0 - gn0) >> sh;
-          CUTE_UNROLL
-          for (int b = 0; b < 2; ++b) {
-            const float lo = sh == 5 ? ctx.segc[r][0][b] : ctx.segc[r][0][b] + ctx.segc[r][1][b];
-            const float hi = sh == 5 ? ctx.segc[r][1][b] : 0.0f;
-            // NOTES: adds of a select, not `if (k == k0)`: the compiler turns a chain of those
-            // into one runtime-indexed access and moves the accumulators to local memory.
-            CUTE_UNROLL
-            for (int k = 0; k < kMaxSegs; ++k)
-              acc.seg[r][k][b] += (k == k0 ? lo : 0.0f) + (k == k0 + 1 ? hi : 0.0f);
-          }
-        }
         if constexpr (kColSums > 0) add_col_sums(ctx, colsums, c0 + 64 * cj, lane);
         if (ctx.rowo_set) {
           CUTE_UNROLL
@@ -1255,14 +1272,12 @@ struct Sm90Gemm {
       }
       ++chunk_count;
       trace.mark(kTrPublish);
+      if constexpr (kRes.seg_sums > 0) flush_chunk_segs(p, ctx, acc, gm0 + r0, cn0);
       }
       if constexpr (kRes.row_sums + kRes.row_lses > 0) {  // a granule of the row block done
         constexpr int kChunksPerGranule = kGranuleCols / kChunkCols;
         if (cj % kChunksPerGranule == kChunksPerGranule - 1)
           flush_rows(p, acc, tile_m, mma_thread_idx, mi, (gn0 + kChunkCols * cj) / kGranuleCols);
-      }
-      if constexpr (kRes.seg_sums > 0) {
-        if (cj == kCJ - 1) flush_segs(p, acc, tile_m, tile_n, mma_thread_idx, mi);  // row block done
       }
       trace.mark(kTrFlush);
     };
