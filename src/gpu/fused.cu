@@ -249,9 +249,10 @@ Status gemm_residual_rmsnorm_partial(const ResidualRmsNormPartialArgs& args, cud
   CODA_TRY(device_prologue(op, {{"a", args.a}, {"b", args.b}, {"residual", args.residual},
                                 {"norm_weight", args.norm_weight}, {"x_out", args.x_out}, {"h_out", args.h_out},
                                 {"partials", args.partials}}));
+  if (args.x_out.dtype() == DType::kFP32 || args.h_out.dtype() == DType::kFP32)  // too wide to stage
+    return residual_impl<programs::ResidualRmsNormPartialDirect>(op, args, stream);
   using Long = programs::ResidualRmsNormPartialLongK;
-  if (args.a.cols() >= Long::kMinK && args.x_out.dtype() != DType::kFP32)
-    return residual_impl<Long>(op, args, stream);
+  if (args.a.cols() >= Long::kMinK) return residual_impl<Long>(op, args, stream);
   return residual_impl<programs::ResidualRmsNormPartial>(op, args, stream);
 }
 

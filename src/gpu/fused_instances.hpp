@@ -13,6 +13,8 @@
 #define CODA_FUSED_KERNELS(X, E)                                      \
   X(E, true, true, 0, ::coda::programs::ResidualRmsNormPartial)       \
   X(E, true, true, 2, ::coda::programs::ResidualRmsNormPartial)       \
+  X(E, true, true, 0, ::coda::programs::ResidualRmsNormPartialDirect) \
+  X(E, true, true, 2, ::coda::programs::ResidualRmsNormPartialDirect) \
   X(E, true, true, 0, ::coda::programs::ResidualRmsNormPartialLongK)  \
   X(E, true, true, 2, ::coda::programs::ResidualRmsNormPartialLongK)  \
   X(E, true, true, 0, ::coda::programs::Swiglu)                       \

@@ -56,6 +56,7 @@ void instantiate_program_checks() {
   (void)&check_program<programs::Identity>;
   (void)&check_program<programs::LinearCombination>;
   (void)&check_program<programs::ResidualRmsNormPartial>;
+  (void)&check_program<programs::ResidualRmsNormPartialDirect>;
   (void)&check_program<programs::ResidualRmsNormPartialLongK>;
   (void)&check_program<programs::RmsNormBackward>;
   (void)&check_program<programs::Swiglu>;

@@ -77,7 +77,8 @@ TEST(Staging, OutputsStagedOverTilesOrStoredDirectlyTakeNoArenaBytes) {
   EXPECT_EQ(epi::arena_bytes(sb), 0);     // nothing staged
   EXPECT_FALSE(epi::staging_free(rb));
   EXPECT_EQ(epi::arena_bytes(rb), 8192);   // y only (dx over dres)
-  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 0);  // x and h from registers
+  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartial::kResources), 16384);  // x and h staged
+  EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartialDirect::kResources), 0);  // x and h from registers
   EXPECT_EQ(epi::arena_bytes(programs::ResidualRmsNormPartialLongK::kResources), 8192);  // h (x over the residual)
   EXPECT_FALSE(epi::out_direct(programs::ResidualRmsNormPartialLongK::kResources, 0));
   EXPECT_TRUE(epi::staging_free(programs::LmHeadLse::kResources));

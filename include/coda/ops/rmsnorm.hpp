@@ -70,11 +70,13 @@ struct ResidualRmsNormPartial {
   static constexpr int kColNormWeight = 0;    // column vectors
   static constexpr int kOutX = 0, kOutH = 1;  // outputs
   static constexpr int kRowSumSq = 0;         // row partials
-  // a row sum; the residual via TMA; w (for K >= 4096 the host picks ResidualRmsNormPartialLongK);
-  // x and h stored from registers (epi::store_direct_all). NOTES: 1B o-proj (K = 2048) 233-240 us
-  // staged against 217-222 us (H200, bench/NOTES.md 2026-12-02 day).
-  static constexpr epi::Resources kStagedResources{1, 0, 0, 1, 0, 1};
-  static constexpr epi::Resources kResources = epi::store_direct_all(kStagedResources);
+  // a row sum; the residual via TMA; w; x and h staged and stored by TMA. The host picks this
+  // instance for K < 4096 with 16-bit outputs, ResidualRmsNormPartialLongK for K >= 4096 and
+  // ResidualRmsNormPartialDirect for fp32 outputs (which do not fit the staging arena).
+  // NOTES: staged and direct traded places twice: stores from registers won (217-222 us against
+  // 233-240 us, 1B o-proj, 2026-12-02 day) while each chunk's publish step ran a runtime loop;
+  // with the publish unrolled (3f03a3f) staging won back (bench/NOTES.md 2026-12-03 evening).
+  static constexpr epi::Resources kResources{1, 0, 0, 1, 0, 1};
   static constexpr uint32_t kHasResidual = 1;  // flags
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
@@ -90,6 +92,12 @@ struct ResidualRmsNormPartial {
   }
 };
 
+// The same program with x and h stored from registers (epi::store_direct_all): fp32 outputs, whose
+// chunks do not fit the staging arena.
+struct ResidualRmsNormPartialDirect : ResidualRmsNormPartial {
+  static constexpr epi::Resources kResources = epi::store_direct_all(ResidualRmsNormPartial::kResources);
+};
+
 // The same program for long K (the host picks it for K >= kMinK with 16-bit outputs): x staged over
 // the residual's ring slot (each pair reads its residual before it writes its x), which leaves the
 // residual one slot and the mainloop a sixth stage. NOTES: 8B o-proj (K = 4096) 1.063 -> 1.046x,
@@ -98,7 +106,7 @@ struct ResidualRmsNormPartial {
 struct ResidualRmsNormPartialLongK : ResidualRmsNormPartial {
   static constexpr int64_t kMinK = 4096;
   static constexpr epi::Resources kResources =
-      epi::stage_in_tile(ResidualRmsNormPartial::kStagedResources, kOutX, kTileResidual);
+      epi::stage_in_tile(ResidualRmsNormPartial::kResources, kOutX, kTileResidual);
 };
 
 struct RmsNormBackward {
