@@ -64,8 +64,9 @@ CODA_HD SwigluGrad swiglu_grad(float g, float u, float dout) {
 // ~pos * 2^-24 radians (0.008 rad at pos 131072). Per angle the GPU executes one wide multiply, one
 // funnel shift, one conversion and one multiply: the table fill of 16 angles ran ~20 instructions
 // an angle with a 64-bit fraction and its u64 -> fp32 conversion, 14% of the 1B QKV projection's
-// time (bench/NOTES.md step y). The frequency's part (RopeFreq) is decoded once per frequency: the
-// GPU's table fill reuses it for both rows of a pair slot.
+// time (bench/NOTES.md step y). The frequency's part (RopeFreq) is decoded once per frequency and
+// tile: the GPU stages it decoded with the tile's column vectors, and the table fill reads it for
+// every row (the fill's multiply is rope_radians_at).
 struct RopeFreq {
   uint32_t m;   // multiplier
   uint32_t sh;  // right shift of the 64-bit product, 0..32
@@ -76,7 +77,7 @@ CODA_HD RopeFreq rope_freq(float f_turns) {
   const uint32_t mant = (b & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
   const int s = 150 - static_cast<int>(e != 0 ? e : 1u);  // f = mant * 2^-s
   // s <= 32: pos * f * 2^32 is an integer whose low 32 bits are those of pos * low32(mant << (32 - s))
-  // (0 from a shift of 32 on: whole turns only). Selects, not branches: the GPU decodes 8 at a time.
+  // (0 from a shift of 32 on: whole turns only). Selects, not branches (no divergence in a warp).
   const uint32_t lo = s <= 0 ? 0u : mant << (32 - s < 32 ? 32 - s : 0);
   const uint32_t hi = s >= 96 ? 0u : mant >> (s > 64 ? s - 64 : 0);
   RopeFreq d;
