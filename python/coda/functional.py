@@ -454,16 +454,18 @@ class _LMHeadCrossEntropy(torch.autograd.Function):
 
 class _Llama3Block(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, y0, x0, w0, w1, w2, w3, wn0, wn1, positions, freqs, heads, eps):
+    def forward(ctx, y0, x0, w0, w1, w2, w3, wn0, wn1, positions, freqs, heads, eps, keep_y1):
         x1, h1, r1 = _residual_rmsnorm_fwd(y0, w0, wn0, x0, eps)
         z1, y1 = _swiglu_fwd(h1, w1, r1)
         x2, h2, r2 = _residual_rmsnorm_fwd(y1, w2, wn1, x1, eps)
         qkv = _qkv_rope_fwd(h2, w3, r2, positions, freqs, heads)
         # coda-math.md 6: y0, x1, x2, r1, r2, z1, qkv (qkv: the caller's attention keeps it anyway;
-        # only the fused backward reads it, so only it saves it), weights, positions. Not h1, h2, y1.
+        # only the fused backward reads it, so only it saves it), weights, positions. Not h1, h2;
+        # y1 only with keep_y1 (else the backward recomputes it from z1).
         ctx.fused = _fused_backward()
+        ctx.keep_y1 = bool(keep_y1)
         ctx.save_for_backward(y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs,
-                              *((qkv,) if ctx.fused else ()))
+                              *((qkv,) if ctx.fused else ()), *((y1,) if ctx.keep_y1 else ()))
         ctx.heads = heads
         ctx.set_materialize_grads(False)
         return x2, qkv
@@ -472,7 +474,8 @@ class _Llama3Block(torch.autograd.Function):
     def backward(ctx, dx2, dqkv):
         if ctx.fused:
             return _llama3_backward_fused(ctx, dx2, dqkv)
-        y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs = ctx.saved_tensors
+        y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs = ctx.saved_tensors[:14]
+        y1 = ctx.saved_tensors[14] if ctx.keep_y1 else _swiglu_value(z1)
         need = ctx.needs_input_grad
         dt = y0.dtype
         dw3 = dwn1 = None
@@ -483,23 +486,24 @@ class _Llama3Block(torch.autograd.Function):
             dh2, dw3, dr2 = _scaled_backward(dz2, h2, r2, w3, need[5])
             g2, dwn1 = _norm_backward(x2, wn1, r2, dx2, dh2, dr2)
         if g2 is None:
-            return (None,) * 12
-        # 4-5: the SwiGLU backward of dy1 = dx w2, dw2 = dx^T y1 (y1 recomputed from z1)
-        dy1, dw2, g2 = _linear_backward(g2, _swiglu_value(z1), w2, True, need[4])
+            return (None,) * 13
+        # 4-5: the SwiGLU backward of dy1 = dx w2, dw2 = dx^T y1 (y1 kept or recomputed from z1)
+        dy1, dw2, g2 = _linear_backward(g2, y1, w2, True, need[4])
         dz1 = _swiglu_backward(dy1, z1)
         # 6-7: the rmsnorm-backward epilogue of dz1 w1 (+= the residual grad), dw1, dy0, dw0
         h1 = (x1.to(_acc(dt)) * wn0.to(_acc(dt))).to(dt)
         dh1, dw1, dr1 = _scaled_backward(dz1, h1, r1, w1, need[3])
         g1, dwn0 = _norm_backward(x1, wn0, r1, g2, dh1, dr1)
         dy0, dw0, dx0 = _linear_backward(g1, y0, w0, need[0], need[2])
-        return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None
+        return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None, None
 
 
 def _llama3_backward_fused(ctx, dx2, dqkv):
     """The default backward (CODA_FUSED_BACKWARD not "0"): the C++ llama3_backward
     (include/coda/block/llama3.hpp) step for step on coda's backward operators; the weight gradients
     through coda.gemm."""
-    y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, qkv = ctx.saved_tensors
+    y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, qkv = ctx.saved_tensors[:15]
+    kept_y1 = ctx.saved_tensors[15] if ctx.keep_y1 else None
     need = ctx.needs_input_grad
     dt = y0.dtype
     inv_d = 1.0 / x1.shape[1]
@@ -511,17 +515,18 @@ def _llama3_backward_fused(ctx, dx2, dqkv):
         dx, n2, dwn1 = _rmsnorm_backward_fused(dz2, w3, x2, r2, c2, wn1, dx2, need[5], need[7])
         dw3 = _mm(dz2.t(), n2.t(), out_dtype=w3.dtype) if need[5] else None
     if dx is None:
-        return (None,) * 12
+        return (None,) * 13
     dx = _tile(dx, dt)  # dx2 as it arrived when there is no dqkv
-    # dz1 = SwiGLU-backward(dx Wdown), y1 recomputed, ZdZ1 = (1/d) sum of the partials
-    dz1, y1, c1 = _swiglu_backward_fused(dx, w2, z1, need[4], inv_d)
+    # dz1 = SwiGLU-backward(dx Wdown), y1 recomputed unless kept, ZdZ1 = (1/d) sum of the partials
+    dz1, y1, c1 = _swiglu_backward_fused(dx, w2, z1, need[4] and kept_y1 is None, inv_d)
+    y1 = kept_y1 if kept_y1 is not None else y1
     dw2 = _mm(dx.t(), y1.t(), out_dtype=w2.dtype) if need[4] else None
     # dx0 = RMSNorm-backward(dz1 Wgu) + dx; n1 recomputed; dnorm0 partials
     dx0, n1, dwn0 = _rmsnorm_backward_fused(dz1, w1, x1, r1, c1, wn0, dx, need[3], need[6])
     dw1 = _mm(dz1.t(), n1.t(), out_dtype=w1.dtype) if need[3] else None
     # x1 = y0 Wo^T + x0: dy0 = dx0 Wo, dWo = dx0^T y0
     dy0, dw0, dx0 = _linear_backward(dx0, y0, w0, need[0], need[2])
-    return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None
+    return dy0, dx0, dw0, dw1, dw2, dw3, dwn0, dwn1, None, None, None, None, None
 
 
 # ---- the functions ------------------------------------------------------------------------------------------
@@ -609,14 +614,17 @@ def lm_head_cross_entropy(h, weight, targets, rstd=None, ignore_index=IGNORE_IND
 
 
 def llama3_block(y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1,
-                 positions, freqs, heads, eps=1e-5):
+                 positions, freqs, heads, eps=1e-5, keep_y1=False):
     """The LLaMA-3 block of coda-math.md 6 (the boundary shifted so that every norm sits between two
     GEMMs): from the attention output y0 and the residual x0,
       x1 = y0 Wo^T + x0;  o = SwiGLU(RMSNorm(x1; norm_weight0) Wgu^T);  x2 = o Wdown^T + x1;
       qkv = RoPE(RMSNorm(x2; norm_weight1) Wqkv^T)  (the *next* layer's QKV and input norm).
     Returns (x2, qkv). Saves only y0, x1, x2, r1, r2, z1 (and weights, positions); the backward
-    recomputes h1, h2 and y1 = SwiGLU(z1). Weights as in residual_rmsnorm, rmsnorm_swiglu and
-    rmsnorm_qkv_rope; differentiable in every tensor but positions and freqs."""
+    recomputes h1, h2 and y1 = SwiGLU(z1). keep_y1=True saves y1 as well ([M, F] more per block,
+    what an unfused framework saves for the down projection's weight gradient) and the backward
+    skips recomputing it (the fused SwiGLU backward writes one output less). Weights as in
+    residual_rmsnorm, rmsnorm_swiglu and rmsnorm_qkv_rope; differentiable in every tensor but
+    positions and freqs."""
     fn = "llama3_block"
     (y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1, positions,
      freqs) = _prepare(fn, dict(y0=y0, x0=x0, o_weight=o_weight, gate_up_weight=gate_up_weight,
@@ -641,4 +649,4 @@ def llama3_block(y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm
     _check_heads(fn, qkv_weight, heads, freqs)
     positions = positions if y0.dtype == F64 else positions.to(torch.int32)
     return _Llama3Block.apply(y0, x0, o_weight, gate_up_weight, down_weight, qkv_weight, norm_weight0, norm_weight1,
-                              positions, freqs.to(torch.float32), heads, float(eps))
+                              positions, freqs.to(torch.float32), heads, float(eps), bool(keep_y1))

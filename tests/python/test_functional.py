@@ -130,18 +130,20 @@ def case(name, gen, m=37, k=40, d=64, f=48, v=517, heads=HEADS):
         ins = dict(h=randn(gen, m, d, dtype=FP32), w=randn(gen, v, d, sd=0.3, dtype=FP32), r=positive(gen, m))
         return (lambda h, w, r: (coda.lm_head_cross_entropy(h, w, t, rstd=r),),
                 lambda h, w, r: eager_lm_head(h, w, r, t), ins)
-    if name == "llama3_block":
+    if name in ("llama3_block", "llama3_block_keep_y1"):
+        keep = name == "llama3_block_keep_y1"  # y1 saved by the forward instead of recomputed
         pos, freqs = qkv_args(gen, m, heads)
         ins = dict(y0=randn(gen, m, k, dtype=FP32), x0=randn(gen, m, d, dtype=FP32),
                    w0=randn(gen, d, k, sd=0.3, dtype=FP32), w1=randn(gen, 2 * f, d, sd=0.3, dtype=FP32),
                    w2=randn(gen, d, f, sd=0.3, dtype=FP32), w3=randn(gen, n3, d, sd=0.3, dtype=FP32),
                    n0=gain(d), n1=gain(d))
-        return (lambda *a: coda.llama3_block(*a, pos, freqs, heads, eps=EPS),
+        return (lambda *a: coda.llama3_block(*a, pos, freqs, heads, eps=EPS, keep_y1=keep),
                 lambda *a: eager_block(*a, pos, freqs, heads), ins)
     raise KeyError(name)
 
 
-NAMES = ["residual_rmsnorm", "rmsnorm_swiglu", "rmsnorm_qkv_rope", "lm_head_cross_entropy", "llama3_block"]
+NAMES = ["residual_rmsnorm", "rmsnorm_swiglu", "rmsnorm_qkv_rope", "lm_head_cross_entropy", "llama3_block",
+         "llama3_block_keep_y1"]
 UNROUNDED = ("nw", "n0", "n1", "r")  # norm weights and rstd: fp32 in the float32 case, never cast
 
 
@@ -154,12 +156,14 @@ FUSED_OPS = {
     "llama3_block": {"rope_backward": 1, "gemm_rmsnorm_backward": 2, "col_sum_finish": 2, "gemm_swiglu_backward": 1,
                      "row_sum_finish": 1},
 }
+FUSED_OPS["llama3_block_keep_y1"] = FUSED_OPS["llama3_block"]
 BACKWARD_OPS = ("rope_backward", "gemm_rmsnorm_backward", "col_sum_finish", "gemm_swiglu_backward", "row_sum_finish")
 # The float64 reference path runs the fused schedule through these helpers instead of coda's kernels.
 FUSED_HELPERS = {
     "rmsnorm_qkv_rope": ("_rope_backward_fused",),
     "llama3_block": ("_rope_backward_fused", "_rmsnorm_backward_fused", "_swiglu_backward_fused"),
 }
+FUSED_HELPERS["llama3_block_keep_y1"] = FUSED_HELPERS["llama3_block"]
 ALL_HELPERS = ("_rope_backward_fused", "_rmsnorm_backward_fused", "_swiglu_backward_fused")
 
 

@@ -48,7 +48,10 @@ CASES = {
     # 128-column granule), F = 360 (2F = 720), head_dim 48 (no power of two; N3 = 336, y0 240 wide).
     "block-awkward": ("llama3_block", dict(m=200, d=200, f=360, heads=(5, 1, 48))),
     "qkv_rope-ragged": ("rmsnorm_qkv_rope", dict(m=200, d=256, heads=(4, 2, 64))),
+    # The awkward block with y1 saved by the forward (keep_y1): the SwiGLU backward without its o.
+    "block-awkward-keep-y1": ("llama3_block", dict(m=200, d=200, f=360, heads=(5, 1, 48))),
 }
+KEEP_Y1 = {"block-awkward-keep-y1"}
 
 
 def poison_free_memory():
@@ -80,11 +83,11 @@ def inputs(name, gen, m, d, heads, f=None):
     return ins, pos, freqs
 
 
-def functions(name, pos, freqs, heads, device):
+def functions(name, pos, freqs, heads, device, keep_y1=False):
     """(coda's function, the unfused eager graph) with positions and freqs on `device`."""
     pos, freqs = pos.to(device), freqs.to(device)
     if name == "llama3_block":
-        return (lambda *a: coda.llama3_block(*a, pos, freqs, heads, eps=EPS),
+        return (lambda *a: coda.llama3_block(*a, pos, freqs, heads, eps=EPS, keep_y1=keep_y1),
                 lambda *a: eager_block(*a, pos, freqs, heads))
     return (lambda h, w, r: (coda.rmsnorm_qkv_rope(h, w, r, pos, freqs, heads),),
             lambda h, w, r: eager_qkv_rope(h, w, r, pos, freqs, heads))
@@ -106,7 +109,7 @@ def test_both_backward_paths_on_device(gen, case, monkeypatch):
     ins, pos, freqs = inputs(name, gen, **shape)
     heads = shape["heads"]
     names = list(ins)
-    fused, eager = functions(name, pos, freqs, heads, DEVICE)
+    fused, eager = functions(name, pos, freqs, heads, DEVICE, keep_y1=case in KEEP_Y1)
     _, eager_cpu = functions(name, pos, freqs, heads, "cpu")
 
     # The truth: float64 autograd of the eager graph on the CPU, on the unrounded inputs.
