@@ -463,9 +463,8 @@ class _Llama3Block(torch.autograd.Function):
         # only the fused backward reads it, so only it saves it), weights, positions. Not h1, h2;
         # y1 only with keep_y1 (else the backward recomputes it from z1).
         ctx.fused = _fused_backward()
-        ctx.keep_y1 = bool(keep_y1)
         ctx.save_for_backward(y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs,
-                              *((qkv,) if ctx.fused else ()), *((y1,) if ctx.keep_y1 else ()))
+                              *((qkv,) if ctx.fused else ()), *((y1,) if keep_y1 else ()))
         ctx.heads = heads
         ctx.set_materialize_grads(False)
         return x2, qkv
@@ -474,8 +473,8 @@ class _Llama3Block(torch.autograd.Function):
     def backward(ctx, dx2, dqkv):
         if ctx.fused:
             return _llama3_backward_fused(ctx, dx2, dqkv)
-        y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs = ctx.saved_tensors[:14]
-        y1 = ctx.saved_tensors[14] if ctx.keep_y1 else _swiglu_value(z1)
+        y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, *kept = ctx.saved_tensors
+        y1 = kept[0] if kept else _swiglu_value(z1)
         need = ctx.needs_input_grad
         dt = y0.dtype
         dw3 = dwn1 = None
@@ -502,8 +501,7 @@ def _llama3_backward_fused(ctx, dx2, dqkv):
     """The default backward (CODA_FUSED_BACKWARD not "0"): the C++ llama3_backward
     (include/coda/block/llama3.hpp) step for step on coda's backward operators; the weight gradients
     through coda.gemm."""
-    y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, qkv = ctx.saved_tensors[:15]
-    kept_y1 = ctx.saved_tensors[15] if ctx.keep_y1 else None
+    y0, x1, x2, r1, r2, z1, w0, w1, w2, w3, wn0, wn1, positions, freqs, qkv, *kept = ctx.saved_tensors
     need = ctx.needs_input_grad
     dt = y0.dtype
     inv_d = 1.0 / x1.shape[1]
@@ -518,8 +516,8 @@ def _llama3_backward_fused(ctx, dx2, dqkv):
         return (None,) * 13
     dx = _tile(dx, dt)  # dx2 as it arrived when there is no dqkv
     # dz1 = SwiGLU-backward(dx Wdown), y1 recomputed unless kept, ZdZ1 = (1/d) sum of the partials
-    dz1, y1, c1 = _swiglu_backward_fused(dx, w2, z1, need[4] and kept_y1 is None, inv_d)
-    y1 = kept_y1 if kept_y1 is not None else y1
+    dz1, o, c1 = _swiglu_backward_fused(dx, w2, z1, need[4] and not kept, inv_d)
+    y1 = kept[0] if kept else o
     dw2 = _mm(dx.t(), y1.t(), out_dtype=w2.dtype) if need[4] else None
     # dx0 = RMSNorm-backward(dz1 Wgu) + dx; n1 recomputed; dnorm0 partials
     dx0, n1, dwn0 = _rmsnorm_backward_fused(dz1, w1, x1, r1, c1, wn0, dx, need[3], need[6])
