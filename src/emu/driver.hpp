@@ -85,6 +85,9 @@ struct GemmInputs {
   GemmInputs(const TensorView& a_view, const TensorView& b_view);
 };
 
+// Columns of a span of pinned switches (epi::span_flags): the GPU epilogue's chunk width.
+constexpr int64_t kSpanCols = 64;
+
 // Run `program` over every output tile of a b^T.
 template <class Program>
 void run_gemm(const GemmInputs& in, const Program& program, HostCtx& ctx, const EmuConfig& cfg) {
@@ -104,7 +107,13 @@ void run_gemm(const GemmInputs& in, const Program& program, HostCtx& ctx, const 
         }
       }
       for (int64_t i = 0; i < tm; ++i) {
+        Program span_program = program;  // its switches pinned per span, as the GPU's chunks are
         for (int64_t j = 0; j < tn; j += 2) {
+          if (j == 0 || (n0 + j) % kSpanCols == 0) {
+            const int64_t s0 = (n0 + j) / kSpanCols * kSpanCols;
+            span_program = epi::for_span(program, static_cast<int>(s0),
+                                         static_cast<int>(std::min(s0 + kSpanCols, in.n)));
+          }
           epi::Frag f;
           f.m = static_cast<int>(m0 + i);
           f.n = static_cast<int>(n0 + j);
@@ -112,7 +121,7 @@ void run_gemm(const GemmInputs& in, const Program& program, HostCtx& ctx, const 
           f.ok[1] = j + 1 < tn;
           f.v[0] = acc[static_cast<size_t>(i * cfg.tile_n + j)];
           f.v[1] = f.ok[1] ? acc[static_cast<size_t>(i * cfg.tile_n + j + 1)] : 0.0f;
-          program(f, ctx);
+          span_program(f, ctx);
         }
       }
       ctx.end_tile();

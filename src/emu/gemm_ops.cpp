@@ -142,7 +142,7 @@ Status gemm_rope(const RopeArgs& args, const EmuConfig& cfg) {
   ctx.col_step[P::kColFreq] = 2;
   ctx.outs[P::kOut] = args.out;
   P program;
-  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  program.has_rstd = args.rstd.defined();
   program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};
@@ -165,7 +165,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, const EmuConfig& cfg) {
   ctx.seg_head_dim = args.heads.head_dim;
   ctx.seg_per_head = qk_segments(args.heads.head_dim, cfg.tile_n);
   P program;
-  program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  program.has_rstd = args.rstd.defined();
   program.rope_cols = static_cast<int>(args.heads.rope_cols());
   run_gemm(GemmInputs(args.a, args.b), program, ctx, cfg);
   return {};

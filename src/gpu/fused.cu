@@ -173,7 +173,7 @@ Status rope_impl(const char* op, const RopeArgs& args, cudaStream_t stream) {
                                 {"freqs", args.freqs}, {"out", args.out}}));
   using P = programs::Rope;
   LaunchArgs<P> L;
-  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  L.program.has_rstd = args.rstd.defined();
   L.program.rope_cols = static_cast<int>(args.heads.rope_cols());
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   L.epi.row_ints[P::kRowPos] = vec_of(args.positions);
@@ -350,7 +350,7 @@ Status gemm_qkv_sqsum(const QkvSqsumArgs& args, cudaStream_t stream) {
                                 {"sumsq_out", args.sumsq_out}}));
   using P = programs::QkvSqsum;
   LaunchArgs<P> L;
-  L.program.flags |= args.rstd.defined() ? P::kHasRstd : 0u;
+  L.program.has_rstd = args.rstd.defined();
   L.program.rope_cols = static_cast<int>(args.heads.rope_cols());
   L.epi.rows[P::kRowRstd] = vec_of(args.rstd);
   CODA_TRY(bind_output(L.epi, P::kOutQkv, args.qkv_out, op));

@@ -15,6 +15,16 @@
 // is a branch the compiler does not hoist loads across: each pair's shared load then waited out
 // its own latency; bench/NOTES.md step s).
 //
+// A program whose per-pair work depends on where its columns lie against a bound (RoPE: q and k
+// heads rotate, v heads do not) may also declare per-span switches:
+//     CODA_HD uint32_t span_flags(int n0, int n1) const;
+// its flags plus the bits that hold for every pair of columns [n0, n1) (e.g. "all rotate", "none
+// does"). The GPU pins them per 64-column chunk of the interior visit, the emulator per 64-column
+// span of the same alignment, so a chunk on one side of the bound runs without the per-pair test,
+// and a chunk across it (a head of 48 columns) keeps the test. A program whose ctx.rotation calls
+// all sit behind one such bit names it `static constexpr uint32_t kNoRotation`: the GPU then
+// skips the chunk's sin/cos table fill.
+//
 // The context is the backend: the GPU epilogue driver (registers, shared memory, TMA) or the CPU
 // emulator (plain loops). Coordinates are ints (M, N < 2^31). It provides:
 //   float   scalar(int i)                        scalar operand i (value or device pointer)
@@ -70,6 +80,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #include "coda/epilogue/frag.hpp"
 #include "coda/epilogue/pairwise.hpp"
@@ -178,6 +189,10 @@ template <class P>
 using FlagBitsMember = decltype(P::kFlagBits);
 template <class P>
 using Bf16OnlyMember = decltype(P::kBf16Only);
+template <class P>
+using SpanFlagsMember = decltype(std::declval<const P&>().span_flags(0, 0));
+template <class P>
+using NoRotationMember = decltype(P::kNoRotation);
 
 template <class P>
 constexpr Resources resources_of() {
@@ -198,6 +213,30 @@ template <class P>
 constexpr int flag_bits_of() {
   if constexpr (Has<FlagBitsMember, P>::value) return P::kFlagBits;
   else return 0;
+}
+
+// P's switches for the pairs of columns [n0, n1): P::span_flags where P declares it, else P::flags
+// (0 when P has none).
+template <class P>
+CODA_HD uint32_t span_flags_of(const P& prog, int n0, int n1) {
+  if constexpr (Has<SpanFlagsMember, P>::value) return prog.span_flags(n0, n1);
+  else if constexpr (flag_bits_of<P>() > 0) return prog.flags;
+  else return 0u;
+}
+
+// The switch bit under which P makes no ctx.rotation call (0: none).
+template <class P>
+constexpr uint32_t no_rotation_flag() {
+  if constexpr (Has<NoRotationMember, P>::value) return P::kNoRotation;
+  else return 0u;
+}
+
+// prog with its flags for the span [n0, n1) (the emulator's per-span pinning; see span_flags).
+template <class P>
+CODA_HD P for_span(const P& prog, int n0, int n1) {
+  P q = prog;
+  if constexpr (Has<SpanFlagsMember, P>::value) q.flags = prog.span_flags(n0, n1);
+  return q;
 }
 
 }  // namespace coda::epi

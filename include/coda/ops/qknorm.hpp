@@ -66,16 +66,19 @@ struct QkvSqsum {
   static constexpr int kSegSumSq = 0;
   // a segment sum; one chunk per visit (two spilled 60 bytes and ran slower on an H200)
   static constexpr epi::Resources kResources = epi::one_chunk_visits({0, 0, 1, 0, 0});
-  static constexpr uint32_t kHasRstd = 1;  // flags
+  static constexpr uint32_t kSumNone = 1;  // span flag (program.hpp): no column is q or k (v heads)
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
-  int rope_cols = 0;  // q and k columns
+  bool has_rstd = false;  // a runtime switch: it selects a register multiplier (program.hpp)
+  int rope_cols = 0;      // q and k columns
+
+  CODA_HD uint32_t span_flags(int n0, int) const { return flags | (n0 >= rope_cols ? kSumNone : 0u); }
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
+    epi::row_mul_if(f, ctx, kRowRstd, has_rstd);
     epi::store(f, ctx, kOutQkv);
-    epi::segment_sum_squares(f, ctx, kSegSumSq, rope_cols);
+    if (!(flags & kSumNone)) epi::segment_sum_squares(f, ctx, kSegSumSq, rope_cols);
   }
 };
 

@@ -73,20 +73,29 @@ struct Rope {
   static constexpr int kOut = 0;
   // the frequencies; a sin/cos table; one chunk per visit (two spilled 56 bytes, no faster on an H200)
   static constexpr epi::Resources kResources = epi::one_chunk_visits({0, 0, 0, 0, 0, 1, 1});
-  static constexpr uint32_t kHasRstd = 1;  // flags
+  static constexpr uint32_t kRotNone = 1;  // span flag (program.hpp): no column rotates (v heads)
+  static constexpr uint32_t kNoRotation = kRotNone;
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
+  bool has_rstd = false;  // a runtime switch: it selects a register multiplier (program.hpp)
   int rope_cols = 0;
+
+  // NOTES: v is a sixth of the QKV columns (LLaMA-3 1B and 8B); its chunks skip the table fill, the
+  // two SFU operations and the rotation. A second pinned bit ("every column rotates", no per-pair
+  // column test) made four visit copies, and ptxas spilled 44 bytes (H200 build, sm_90a).
+  CODA_HD uint32_t span_flags(int n0, int) const { return flags | (n0 >= rope_cols ? kRotNone : 0u); }
 
   template <class Ctx>
   CODA_HD void operator()(epi::Frag& f, Ctx& ctx) const {
-    if (flags & kHasRstd) epi::row_mul(f, ctx, kRowRstd);
-    float s, c, x = f.v[0], y = f.v[1];
-    ctx.rotation(f, kRowPos, kColFreq, &s, &c);  // theta = pos[m] * freq of the pair
-    epi::rotate(&x, &y, s, c);
-    if (f.n < rope_cols) {  // q and k heads rotate, v is stored as it is (a select, no branch)
-      f.v[0] = x;
-      f.v[1] = y;
+    epi::row_mul_if(f, ctx, kRowRstd, has_rstd);
+    if (!(flags & kRotNone)) {
+      float s, c, x = f.v[0], y = f.v[1];
+      ctx.rotation(f, kRowPos, kColFreq, &s, &c);  // theta = pos[m] * freq of the pair
+      epi::rotate(&x, &y, s, c);
+      if (f.n < rope_cols) {  // q and k heads rotate, v is stored as it is (a select, no branch)
+        f.v[0] = x;
+        f.v[1] = y;
+      }
     }
     epi::store(f, ctx, kOut);
   }
