@@ -21,12 +21,12 @@
 // A program whose per-pair work depends on where its columns lie against a bound (RoPE: q and k
 // heads rotate, v heads do not) may also declare per-span switches:
 //     CODA_HD uint32_t span_flags(int n0, int n1) const;
-// its flags plus the bits that hold for every pair of columns [n0, n1) (e.g. "all rotate", "none
-// does"). The GPU pins them per 64-column chunk of the interior visit, the emulator per 64-column
-// span of the same alignment, so a chunk on one side of the bound runs without the per-pair test,
-// and a chunk across it (a head of 48 columns) keeps the test. A program whose ctx.rotation calls
-// all sit behind one such bit names it `static constexpr uint32_t kNoRotation`: the GPU then
-// skips the chunk's sin/cos table fill.
+// its flags plus the bits that hold for every pair of columns [n0, n1) (RoPE: "no column here
+// rotates"). The GPU pins them per 64-column chunk of the interior visit (the edge visit tests the
+// launch's flags per pair), the emulator per 64-column span of the same alignment, so a chunk
+// wholly past the bound skips that work and a chunk across it (a head of 48 columns) keeps the
+// per-pair test. A program whose ctx.rotation calls all sit behind one such bit names it
+// `static constexpr uint32_t kNoRotation`: the GPU then skips the chunk's sin/cos table fill.
 //
 // The context is the backend: the GPU epilogue driver (registers, shared memory, TMA) or the CPU
 // emulator (plain loops). Coordinates are ints (M, N < 2^31). It provides:

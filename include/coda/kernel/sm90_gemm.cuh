@@ -1102,8 +1102,10 @@ struct Sm90Gemm {
     constexpr int kGroup = kChunksPerTile % 2 == 0 && kRes.row_lses == 0 && kRes.visit_chunks != 1 ? 2 : 1;
     // The accumulator moves down 32 kGroup2 registers at a time. The LSE programs visit one chunk
     // per iteration but take the chunks in pairs: 32 + 64 + 32 moves a 128 x 128 tile instead of
-    // 3 x 96. NOTES: only them: with the same loop RoPE spilled 72 bytes, the RMSNorm and SwiGLU
-    // backwards 12 and 84, and the block's forward + backward ran 4x slower (H200).
+    // 3 x 96 (H200: the LM head 2-3% faster). NOTES: only them: with the same loop RoPE spilled 72
+    // bytes and the RMSNorm backward 12, and the QKV statistics gained nothing. Two-visit
+    // programs keep cute::for_each: calling the chunk twice directly gave the SwiGLU backward a
+    // 1056-byte local-memory frame (block forward + backward 4x slower; bench/NOTES.md).
     constexpr int kGroup2 = kChunksPerTile % 2 == 0 && (kGroup == 2 || kRes.row_lses > 0) ? 2 : 1;
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
     auto chunk = [&](auto off_c, auto checked_c, int ci) {
