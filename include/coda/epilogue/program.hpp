@@ -14,9 +14,9 @@
 // pinned to a compile-time value, so no switch is tested per pair (NOTES: a switch tested per pair
 // is a branch the compiler does not hoist loads across: each pair's shared load then waited out
 // its own latency; bench/NOTES.md step s). Each bit doubles the visit copies, and ptxas spills
-// when a program's copies grow (RoPE with four, H200 build). A switch that only selects a value
-// already in registers (e.g. "multiply by rstd when given": epi::row_mul_if) can be a plain member
-// instead: the visit selects the factor once per row, not per pair.
+// when a program's copies grow (RoPE with four: CUDA 13.0, sm_90a). A switch that only selects a
+// value already in registers (e.g. "multiply by rstd when given": epi::row_mul_if) can be a plain
+// member instead: the visit selects the factor once per row, not per pair.
 //
 // A program whose per-pair work depends on where its columns lie against a bound (RoPE: q and k
 // heads rotate, v heads do not) may also declare per-span switches:

@@ -82,7 +82,7 @@ struct Rope {
 
   // NOTES: v is a sixth of the QKV columns (LLaMA-3 1B and 8B); its chunks skip the table fill, the
   // two SFU operations and the rotation. A second pinned bit ("every column rotates", no per-pair
-  // column test) made four visit copies, and ptxas spilled 44 bytes (H200 build, sm_90a).
+  // column test) made four visit copies, and ptxas spilled 44 bytes (CUDA 13.0, sm_90a).
   CODA_HD uint32_t span_flags(int n0, int) const { return flags | (n0 >= rope_cols ? kRotNone : 0u); }
 
   template <class Ctx>
