@@ -238,7 +238,7 @@ constexpr uint32_t no_rotation_flag() {
 template <class P>
 CODA_HD P for_span(const P& prog, int n0, int n1) {
   P q = prog;
-  if constexpr (Has<SpanFlagsMember, P>::value) q.flags = prog.span_flags(n0, n1);
+  if constexpr (Has<SpanFlagsMember, P>::value) q.flags = span_flags_of(prog, n0, n1);
   return q;
 }
 

@@ -22,8 +22,8 @@ CODA_HD void row_mul(Frag& f, Ctx& ctx, int operand) {
   f.v[1] *= u;
 }
 
-// acc[m, n] *= u[m] when `given`, a runtime switch (program.hpp: bits above kFlagBits): the factor
-// is selected, not the products, so the visit selects it once per row (two selects per pair
+// acc[m, n] *= u[m] when `given`, a runtime switch (a plain program member, program.hpp): the
+// factor is selected, not the products, so the visit selects it once per row (two selects per pair
 // otherwise, SASS).
 template <class Ctx>
 CODA_HD void row_mul_if(Frag& f, Ctx& ctx, int operand, bool given) {
