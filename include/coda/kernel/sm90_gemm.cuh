@@ -386,9 +386,13 @@ struct Sm90Gemm {
       kStaged || kRes.tma_tiles > 0 || kRes.col_sums > 0 || kRes.col_vecs > 0;
   static constexpr bool kChunkEndBarrier =
       kStaged || (kRes.tma_tiles > 0 && kRingSlots == 1) || kRes.col_sums > 0 || kRes.col_vecs > 0;
-  // Programs whose visit stores beside its tile loads (outputs over the tile's slot, or directly to
-  // global memory: addresses the compiler cannot tell apart) read their tile words ahead.
-  static constexpr bool kReadAhead = kInTileOuts || kRes.direct_outs != 0;
+  // Programs with TMA-staged tile operands read their tile words ahead (ChunkCtx::pre).
+  // NOTES: first only those whose visit stores beside its tile loads (outputs over the tile's slot,
+  // or directly to global memory: addresses the compiler cannot tell apart). The staged residual
+  // program, whose arena the compiler can tell apart, still had each pair's shared loads issued
+  // just before their use (ptxas under the 168-register cap), and reading ahead took its 1B o-proj
+  // from 1.164x to 1.138x cuBLAS (H200, four alternating rounds; bench/NOTES.md 2026-12-03 night2).
+  static constexpr bool kReadAhead = kTmaTiles > 0;
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -431,11 +435,12 @@ struct Sm90Gemm {
     // Column sums of the chunk, [slot][jj][column of the pair] (last: zero-initialized with the
     // context, which lists the members before it).
     mutable float colc[kColSums > 0 ? kColSums : 1][8][2];
-    // Tile words read ahead (programs with outputs staged over a tile operand, interior visit):
-    // [tile][pair slot][word: a same-width pair is one 32-bit word, a double-width pair two].
-    // NOTES: such a program stores into the slots it reads, so neither the compiler nor ptxas may
-    // move a pair's shared loads above the previous pair's stores (their addresses differ by a
-    // runtime XOR): each pair then waited out its load and its arithmetic in turn (SASS of the
+    // Tile words read ahead (programs with TMA-staged tiles, interior visit): [tile][pair slot]
+    // [word: a same-width pair is one 32-bit word, a double-width pair two].
+    // NOTES: a program that stores into the slots it reads (or to global memory) keeps the
+    // compiler and ptxas from moving a pair's shared loads above the previous pair's stores (their
+    // addresses differ by a runtime XOR), and under the register cap ptxas does not hoist them in
+    // the others either: each pair then waited out its load and its arithmetic in turn (SASS of the
     // SwiGLU backward: LDS, ~40 instructions, STS, LDS, ...). visit_chunk issues the loads
     // kPreAhead pairs before the program needs them instead.
     mutable uint32_t pre[kReadAhead ? kTmaTiles : 1][16][2];
