@@ -391,7 +391,7 @@ struct Sm90Gemm {
   // or directly to global memory: addresses the compiler cannot tell apart). The staged residual
   // program, whose arena the compiler can tell apart, still had each pair's shared loads issued
   // just before their use (ptxas under the 168-register cap), and reading ahead took its 1B o-proj
-  // from 1.164x to 1.138x cuBLAS (H200, four alternating rounds; bench/NOTES.md 2026-12-03 night2).
+  // from 1.159x to 1.137x cuBLAS (H200, seven alternating rounds; bench/NOTES.md 2026-12-03 night2).
   static constexpr bool kReadAhead = kTmaTiles > 0;
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
