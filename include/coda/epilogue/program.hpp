@@ -72,9 +72,11 @@
 //   col_sums                       column-partial slots 0 .. n-1 it feeds (ctx.col_sum)
 //   wide_tiles, wide_outs          bit masks of tile operands / outputs with twice the accumulator's
 //                                  columns (columns 2n .. 2n + 3 for accumulator pair (n, n + 1))
-//   visit_chunks                   GPU tuning: 1 visits one 64 x 64 chunk per loop iteration, for
-//                                  programs whose state spills registers with two (0: the kernel's
-//                                  choice, two where it can)
+//   visit_chunks                   GPU tuning: 64 x 64 chunks visited per loop iteration (one copy
+//                                  of the visit each; 0: the kernel's choice, two where it can). 1 for
+//                                  programs whose state spills registers with two; 4, every chunk of
+//                                  a tile, saves the accumulator's register moves between iterations
+//                                  (set with epi::chunk_visits; measure per program)
 //   out_tiles                      GPU staging: outputs staged in place of a TMA-staged tile operand
 //                                  of the same width (set with epi::stage_in_tile); see below
 //   direct_outs                    GPU staging: bit mask of outputs stored from registers straight
@@ -111,11 +113,13 @@ struct Resources {
   int direct_outs = 0;
 };
 
-// r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
-constexpr Resources one_chunk_visits(Resources r) {
-  r.visit_chunks = 1;
+// r with visit_chunks = n (n chunks per visit-loop iteration on the GPU; n divides a tile's four).
+constexpr Resources chunk_visits(Resources r, int n) {
+  r.visit_chunks = n;
   return r;
 }
+// r with visit_chunks = 1 (one chunk per visit-loop iteration on the GPU).
+constexpr Resources one_chunk_visits(Resources r) { return chunk_visits(r, 1); }
 
 // r with output o staged over tile operand i on the GPU: the output's chunk is written into the
 // tile's chunk slot in shared memory and stored from there, so the staging arena holds only the

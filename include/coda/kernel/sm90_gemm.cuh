@@ -1101,17 +1101,28 @@ struct Sm90Gemm {
     // linear [32 ci, 32 ci + 32), row block mi = ci / kCJ, column block cj = ci % kCJ.
     constexpr int kCJ = kVN / 8;  // chunks per wgmma atom
     constexpr int kAccN = decltype(size(AccLayout{}))::value;
-    // NOTES: a program may ask for one chunk per iteration (Resources::visit_chunks): those whose
-    // state spills with two visit copies. The LSE programs always do: they keep 32 buffered values
-    // per chunk (ChunkCtx::lse_v), and with two copies the LM-head kernel spilled inside the visit.
-    constexpr int kGroup = kChunksPerTile % 2 == 0 && kRes.row_lses == 0 && kRes.visit_chunks != 1 ? 2 : 1;
+    // Chunks per loop iteration (Resources::visit_chunks; 0: the kernel's choice, two where the
+    // chunk count is even and the program keeps no LSE state). NOTES: a program may ask for one:
+    // those whose state spills with two visit copies. The LSE programs visit one chunk per
+    // iteration by default: they keep 32 buffered values per chunk (ChunkCtx::lse_v), and with two
+    // copies the LM-head kernel spilled inside the visit (no longer: it now asks for two, 1.117 ->
+    // 1.072x cuBLAS with logits stored). A program may also ask for every chunk of the tile in
+    // one iteration (no accumulator moves at all, one visit copy per chunk). Measured per program
+    // (H200, three alternating rounds; bench/NOTES.md 2026-12-04, second): four chunks lost or
+    // tied for the residual (1.13 -> 1.17x), RoPE (20 bytes spilled), the RMSNorm backward (1.19
+    // -> 1.22x) and the LM head (1.089x against two's 1.072x); two won for the QKV statistics.
+    constexpr int kVisit = kRes.visit_chunks;
+    static_assert(kChunksPerTile % (kVisit > 0 ? kVisit : 1) == 0, "visit_chunks must divide the chunks of a tile");
+    constexpr int kGroup =
+        kVisit > 0 ? kVisit : (kChunksPerTile % 2 == 0 && kRes.row_lses == 0 ? 2 : 1);
     // The accumulator moves down 32 kGroup2 registers at a time. The LSE programs visit one chunk
-    // per iteration but take the chunks in pairs: 32 + 64 + 32 moves a 128 x 128 tile instead of
-    // 3 x 96 (H200: the LM head 2-3% faster). NOTES: only them: with the same loop RoPE spilled 72
-    // bytes and the RMSNorm backward 12, and the QKV statistics gained nothing. Two-visit
+    // per iteration by default but take the chunks in pairs: 32 + 64 + 32 moves a 128 x 128 tile
+    // instead of 3 x 96 (H200: the LM head 2-3% faster). NOTES: only them: with the same loop RoPE
+    // spilled 72 bytes and the RMSNorm backward 12, and the QKV statistics gained nothing. Two-visit
     // programs keep cute::for_each: calling the chunk twice directly gave the SwiGLU backward a
     // 1056-byte local-memory frame (block forward + backward 4x slower; bench/NOTES.md).
-    constexpr int kGroup2 = kChunksPerTile % 2 == 0 && (kGroup == 2 || kRes.row_lses > 0) ? 2 : 1;
+    constexpr int kGroup2 =
+        kGroup > 1 ? kGroup : (kVisit == 0 && kChunksPerTile % 2 == 0 && kRes.row_lses > 0 ? 2 : 1);
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
     auto chunk = [&](auto off_c, auto checked_c, int ci) {
       constexpr int kOff = decltype(off_c)::value;

@@ -184,7 +184,11 @@ struct LmHeadLse {
   // an LSE row partial; logits stored from registers (epi::store_direct_all: no staging, no
   // barrier per chunk). NOTES: H200, bench/NOTES.md 2026-12-02 day: with logits 14.55 -> 14.15-14.18
   // ms, the logits-free loss 13.59-13.69 -> 13.19-13.21 ms.
-  static constexpr epi::Resources kResources = epi::store_direct_all({0, 1, 0, 0, 0});
+  // Two chunks per visit-loop iteration (epi::chunk_visits), two visit copies and 64 accumulator
+  // moves a tile, where the LSE programs' default takes one copy for a pair of chunks (128 moves).
+  // NOTES: H200, three alternating rounds (bench/NOTES.md 2026-12-04, second): with logits 1.117
+  // -> 1.072x cuBLAS (four chunks: 1.089), the logits-free loss 1.033 -> 1.040x.
+  static constexpr epi::Resources kResources = epi::chunk_visits(epi::store_direct_all({0, 1, 0, 0, 0}), 2);
   static constexpr uint32_t kHasRstd = 1, kHasLogits = 2;  // flags
   static constexpr int kFlagBits = 2;
   uint32_t flags = 0;

@@ -64,8 +64,10 @@ struct QkvSqsum {
   static constexpr int kRowRstd = 0;
   static constexpr int kOutQkv = 0;
   static constexpr int kSegSumSq = 0;
-  // a segment sum; one chunk per visit (two spilled 60 bytes and ran slower on an H200)
-  static constexpr epi::Resources kResources = epi::one_chunk_visits({0, 0, 1, 0, 0});
+  // a segment sum. NOTES: two chunks per visit (the default) since 2026-12-04: 1B 1.10 -> 1.07x
+  // cuBLAS, 8B 1.06 -> 1.05x (H200, three alternating rounds; no spills). One chunk per visit had
+  // been chosen when two spilled 60 bytes (bench/NOTES.md).
+  static constexpr epi::Resources kResources{0, 0, 1, 0, 0};
   static constexpr uint32_t kSumNone = 1;  // span flag (program.hpp): no column is q or k (v heads)
   static constexpr int kFlagBits = 1;
   uint32_t flags = 0;
