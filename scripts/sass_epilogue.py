@@ -9,7 +9,8 @@ visit if its stack passes through `prog(f, ctx)` in include/coda/kernel/sm90_gem
 visit is the interior one (`visit_chunk<false, kOff>`) or the edge one (`visit_chunk<true, kOff>`),
 inside the epilogue instantiation chosen by the output dtype (`case kDtBF16: run_epi(...)` ...). One
 chunk visit covers 16 pairs per thread; a tile inside M x N visits kGroup chunks per loop iteration
-(sm90_gemm.cuh: 2, or 1 for LSE programs), each with its own copy of the interior visit, so
+(sm90_gemm.cuh: the program's Resources::visit_chunks, else 2, or 1 for LSE programs), each with
+its own copy of the interior visit, so
 instructions / (16 copies) = SASS instructions per pair (--group, default 2).
 Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
 Build with -lineinfo (the default build does). The compiler may share code between the interior
