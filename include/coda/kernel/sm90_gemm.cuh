@@ -496,7 +496,7 @@ struct Sm90Gemm {
       return pair_at(i, f.slot) + 2 * pair_col(i, f, n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
-      if (i < kTmaTiles && kReadAhead && pre_on) {
+      if (i < kTmaTiles && pre_on) {  // a TMA tile: kReadAhead holds
         const uint32_t w = tile_word(i, f, n);
         return to_float(static_cast<unsigned short>(pair_col(i, f, n) & 1 ? w >> 16 : w & 0xffffu));
       }
@@ -1101,16 +1101,12 @@ struct Sm90Gemm {
     // linear [32 ci, 32 ci + 32), row block mi = ci / kCJ, column block cj = ci % kCJ.
     constexpr int kCJ = kVN / 8;  // chunks per wgmma atom
     constexpr int kAccN = decltype(size(AccLayout{}))::value;
-    // Chunks per loop iteration (Resources::visit_chunks; 0: the kernel's choice, two where the
-    // chunk count is even and the program keeps no LSE state). NOTES: a program may ask for one:
-    // those whose state spills with two visit copies. The LSE programs visit one chunk per
-    // iteration by default: they keep 32 buffered values per chunk (ChunkCtx::lse_v), and with two
-    // copies the LM-head kernel spilled inside the visit (no longer: it now asks for two, 1.117 ->
-    // 1.072x cuBLAS with logits stored). A program may also ask for every chunk of the tile in
-    // one iteration (no accumulator moves at all, one visit copy per chunk). Measured per program
-    // (H200, three alternating rounds; bench/NOTES.md 2026-12-04, second): four chunks lost or
-    // tied for the residual (1.13 -> 1.17x), RoPE (20 bytes spilled), the RMSNorm backward (1.19
-    // -> 1.22x) and the LM head (1.089x against two's 1.072x); two won for the QKV statistics.
+    // Chunks per loop iteration: Resources::visit_chunks, else two where the chunk count is even and
+    // the program keeps no LSE state, else one. NOTES: one for programs whose state spills with two
+    // visit copies; the LSE programs' default is one because they keep 32 buffered values per
+    // chunk (ChunkCtx::lse_v). Chosen per program on the H200 (bench/NOTES.md 2026-12-04, second):
+    // two won for the QKV statistics and the LM head (1.117 -> 1.072x cuBLAS with logits); four
+    // (no accumulator moves) lost or tied for the residual, RoPE, the RMSNorm backward and the LM head.
     constexpr int kVisit = kRes.visit_chunks;
     static_assert(kChunksPerTile % (kVisit > 0 ? kVisit : 1) == 0, "visit_chunks must divide the chunks of a tile");
     constexpr int kGroup =
