@@ -27,6 +27,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <utility>
+
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
@@ -46,6 +48,21 @@
 namespace coda::sm90 {
 
 using namespace cute;
+
+// ---- compile-time unrolling ----------------------------------------------------------------------
+
+// f(Int<0>{}), ..., f(Int<N-1>{}) as a fold expression, inlined into the caller. bench/NOTES.md
+// 2026-12-05: cute::for_each leaves its inner lambda out of line when the body is large (CALL.REL in
+// SASS); the callee takes the accumulator by reference, which puts it in local memory (a 1 KiB
+// frame, wgmma serialized). Lambdas passed here need __attribute__((always_inline)).
+template <class F, int... I>
+CUTE_DEVICE void unrolled_impl(F&& f, std::integer_sequence<int, I...>) {
+  (f(cute::Int<I>{}), ...);
+}
+template <int N, class F>
+CUTE_DEVICE void unrolled(F&& f) {
+  unrolled_impl(f, std::make_integer_sequence<int, N>{});
+}
 
 // ---- PTX helpers --------------------------------------------------------------------------------
 
@@ -1114,13 +1131,14 @@ struct Sm90Gemm {
     // The accumulator moves down 32 kGroup2 registers at a time. The LSE programs visit one chunk
     // per iteration by default but take the chunks in pairs: 32 + 64 + 32 moves a 128 x 128 tile
     // instead of 3 x 96 (H200: the LM head 2-3% faster). NOTES: only them: with the same loop RoPE
-    // spilled 72 bytes and the RMSNorm backward 12, and the QKV statistics gained nothing. Two-visit
-    // programs keep cute::for_each: calling the chunk twice directly gave the SwiGLU backward a
-    // 1056-byte local-memory frame (block forward + backward 4x slower; bench/NOTES.md).
+    // spilled 72 bytes and the RMSNorm backward 12, and the QKV statistics gained nothing. The
+    // grouped visits go through unrolled<> with the chunk forced inline: a visit left out of line
+    // takes the accumulator by reference, in local memory (a 1 KiB frame, wgmma serialized, block
+    // forward + backward 4x slower: bench/NOTES.md 2026-12-03 night and 2026-12-05).
     constexpr int kGroup2 =
         kGroup > 1 ? kGroup : (kVisit == 0 && kChunksPerTile % 2 == 0 && kRes.row_lses > 0 ? 2 : 1);
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
-    auto chunk = [&](auto off_c, auto checked_c, int ci) {
+    auto chunk = [&](auto off_c, auto checked_c, int ci) __attribute__((always_inline)) {
       constexpr int kOff = decltype(off_c)::value;
       constexpr bool kChecked = decltype(checked_c)::value;
       const int cj = ci % kCJ, mi = ci / kCJ;
@@ -1314,7 +1332,7 @@ struct Sm90Gemm {
 #pragma unroll 1
       for (int g = 0; g < kChunksPerTile / kGroup2; ++g) {
         if constexpr (kGroup2 == kGroup) {
-          cute::for_each(cute::make_int_sequence<kGroup>{}, [&](auto c) {
+          unrolled<kGroup>([&](auto c) __attribute__((always_inline)) {
             chunk(cute::Int<32 * decltype(c)::value>{}, cute::false_type{}, g * kGroup + c);
           });
         } else {  // one visit copy for a pair of chunks, the second moved down between them
