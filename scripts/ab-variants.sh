@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B binaries of one translation unit: `coda` relinked with that unit compiled under extra flags.
 #   scripts/ab-variants.sh UNIT NAME=FLAGS [NAME=FLAGS ...]
-#   e.g. scripts/ab-variants.sh SwigluBackward_2_bfloat16_t 'nodz=-DCODA_EXP_NO_DIRECT' 'cheap=-DCODA_EXP_CHEAP'
+#   e.g. scripts/ab-variants.sh SwigluBackward_2_bfloat16_t 'c4=-DCODA_VISIT_CHUNKS=4' 'c1=-DCODA_VISIT_CHUNKS=1'
+#   (CODA_VISIT_CHUNKS: the unit's programs on N chunks per visit-loop iteration, sm90_gemm.cuh)
 # UNIT names a generated fused unit (build/generated/fused/UNIT.cu) or any object path that
 # `ninja -t targets` knows. Writes /tmp/coda_NAME for each variant, plus /tmp/coda_base (build/bin/coda
 # as it is), then the caller alternates them (one process each, the same filter).
@@ -13,7 +14,7 @@
 # build). Variants compile in parallel.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-[ $# -ge 2 ] || { sed -n 2,13p "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,14p "$0" >&2; exit 2; }
 unit=$1
 shift
 cd "$root/build" || exit 2

@@ -1124,7 +1124,11 @@ struct Sm90Gemm {
     // chunk (ChunkCtx::lse_v). Chosen per program on the H200 (bench/NOTES.md 2026-12-04, second):
     // two won for the QKV statistics and the LM head (1.117 -> 1.072x cuBLAS with logits); four
     // (no accumulator moves) lost or tied for the residual, RoPE, the RMSNorm backward and the LM head.
+#ifdef CODA_VISIT_CHUNKS  // measurement only: every program of the unit on N chunks per iteration
+    constexpr int kVisit = CODA_VISIT_CHUNKS;  // (scripts/ab-variants.sh UNIT 'c4=-DCODA_VISIT_CHUNKS=4')
+#else
     constexpr int kVisit = kRes.visit_chunks;
+#endif
     static_assert(kChunksPerTile % (kVisit > 0 ? kVisit : 1) == 0, "visit_chunks must divide the chunks of a tile");
     constexpr int kGroup =
         kVisit > 0 ? kVisit : (kChunksPerTile % 2 == 0 && kRes.row_lses == 0 ? 2 : 1);
