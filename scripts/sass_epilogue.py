@@ -13,6 +13,11 @@ chunk visit covers 16 pairs per thread; a tile inside M x N visits kGroup chunks
 its own copy of the interior visit, so
 instructions / (16 copies) = SASS instructions per pair (--group, default 2).
 Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
+Instructions placed after a kernel's last EXIT are out-of-line blocks: where the visit has warp
+shuffles (a direct output's quad exchange), ptxas emits a copy of the surrounding code for a warp
+that reaches the shuffle diverged (the BRA.DIV targets), which a converged warp never executes.
+They are left out of the counts and reported apart (`fallback/pair`): counted in, they doubled the
+SwiGLU backward's figure (bench/NOTES.md 2026-12-05).
 Build with -lineinfo (the default build does). The compiler may share code between the interior
 and the edge visit and attribute it to either; for unambiguous counts compile the kernel with
 -DCODA_SASS_INTERIOR_ONLY (one visit per chunk, for measurement only). The interior visit is compiled
@@ -38,7 +43,8 @@ KERNEL_SRC = "include/coda/kernel/sm90_gemm.cuh"
 
 
 def source_lines():
-    lines = open(os.path.join(ROOT, KERNEL_SRC)).read().split("\n")
+    with open(os.path.join(ROOT, KERNEL_SRC)) as f:
+        lines = f.read().split("\n")
     find = lambda pat: [i + 1 for i, l in enumerate(lines) if pat in l]
     out = {
         "program": find("prog(f, ctx);"),
@@ -74,10 +80,12 @@ LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", lin
 
 
 def parse(text):
-    """Yield (function, instruction text, [(file, line), ...] innermost first).
+    """Yield (function, instruction text, [(file, line), ...] innermost first, out_of_line).
 
     A block of '//## File' lines precedes the instructions it describes (innermost frame first);
-    the next instruction keeps the last block until a new block starts."""
+    the next instruction keeps the last block until a new block starts. out_of_line: the
+    instruction lies after the function's last EXIT (see the module's docstring)."""
+    rows, last_exit = [], {}
     func, stack, in_block = None, [], False
     for raw in text.split("\n"):
         m = FUNC.match(raw)
@@ -93,7 +101,12 @@ def parse(text):
         m = INSN.match(raw)
         if m and func:
             in_block = False
-            yield func, m.group(2).strip(), stack
+            addr, insn = int(m.group(1), 16), m.group(2).strip()
+            if re.match(r"(@!?U?P[T0-9] )?EXIT\b", insn):
+                last_exit[func] = max(addr, last_exit.get(func, -1))
+            rows.append((func, addr, insn, stack))
+    for func, addr, insn, stack in rows:
+        yield func, insn, stack, addr > last_exit.get(func, addr)
 
 
 def main():
@@ -108,7 +121,7 @@ def main():
     text = disassemble(args.file, args.nvdisasm)
     counts = collections.defaultdict(lambda: collections.Counter())
     ops = collections.defaultdict(collections.Counter)
-    for func, insn, frames in parse(text):
+    for func, insn, frames, out_of_line in parse(text):
         if args.kernel not in func:
             continue
         here = {(os.path.relpath(f, ROOT) if f.startswith("/") else f, l) for f, l in frames}
@@ -119,20 +132,24 @@ def main():
             dt += "/t16"
         if has("program"):
             kind = "interior" if has("interior") else "edge" if has("edge") else "?"
+            if out_of_line:
+                counts[(func, dt)]["fallback_" + kind] += 1
+                continue
             counts[(func, dt)][kind] += 1
             if args.dump == dt and kind == "interior":
                 print(insn, "   //", " <- ".join(f"{os.path.basename(f)}:{l}" for f, l in frames[:3]))
             if kind == "interior":
                 ops[(func, dt)][insn.split()[0].lstrip("@!P0123456789T ").split(".")[0] if not insn.startswith("@") else insn.split()[1].split(".")[0]] += 1
         elif any(f == KERNEL_SRC and any(l >= d for d in marks["epilogue_def"]) for f, l in here) and dt != "?":
-            counts[(func, dt)]["chunk"] += 1
+            counts[(func, dt)]["fallback_chunk" if out_of_line else "chunk"] += 1
     if not counts:
         sys.exit("sass_epilogue: no epilogue instructions found (built without -lineinfo?)")
-    print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18}")
+    print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18} {'fallback/pair':>13}")
     for (func, dt), c in sorted(counts.items()):
         short = func if len(func) <= 90 else func[:87] + "..."
         per = 16 * args.group
-        print(f"{short:<90} {dt:>9} {c['interior'] / per:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / per:18.1f}")
+        print(f"{short:<90} {dt:>9} {c['interior'] / per:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / per:18.1f}"
+              f" {c['fallback_interior'] / per:13.1f}")
         top = ", ".join(f"{k} {v / per:.1f}" for k, v in ops[(func, dt)].most_common(12))
         print(f"    interior per pair: {top}")
 
