@@ -1,9 +1,9 @@
 """scripts/sass_epilogue.py on a synthetic disassembly (no GPU, no CUDA tools needed).
 
 The listing imitates `nvdisasm -c -gi`: a kernel whose interior visit has 64 instructions in line,
-a predicated EXIT in the middle, the last EXIT, then 32 more of the visit out of line (the copy
-ptxas emits for a warp that reaches a shuffle diverged). Run by ctest (`scripts`), or directly:
-python3 tests/scripts/test_sass_epilogue.py
+a predicated EXIT in the middle, the last EXIT, then 0, 32 or 96 more of the visit out of line
+(the copy ptxas emits for a warp that reaches a shuffle diverged). Run by ctest (`scripts`), or
+directly: python3 tests/scripts/test_sass_epilogue.py
 """
 import importlib.util
 import os
