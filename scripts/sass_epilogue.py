@@ -76,6 +76,7 @@ def disassemble(path, tool):
 
 FUNC = re.compile(r"^\s*(?:\.text\.|Function : )(\S+?):?\s*$")
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?);")
+EXIT = re.compile(r"(@!?U?P[T0-9] )?EXIT\b")
 LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
 
 
@@ -102,7 +103,7 @@ def parse(text):
         if m and func:
             in_block = False
             addr, insn = int(m.group(1), 16), m.group(2).strip()
-            if re.match(r"(@!?U?P[T0-9] )?EXIT\b", insn):
+            if EXIT.match(insn):
                 last_exit[func] = max(addr, last_exit.get(func, -1))
             rows.append((func, addr, insn, stack))
     for func, addr, insn, stack in rows:
@@ -130,18 +131,19 @@ def main():
         dt = "bf16" if has("epi_bf16") else "fp16" if has("epi_fp16") else "fp32" if has("epi_fp32") else "?"
         if dt != "?" and has("tile_fp16"):
             dt += "/t16"
+        if out_of_line:  # not executed by a converged warp: the interior visit's copies reported apart
+            if has("program") and has("interior"):
+                counts[(func, dt)]["fallback"] += 1
+            continue
         if has("program"):
             kind = "interior" if has("interior") else "edge" if has("edge") else "?"
-            if out_of_line:
-                counts[(func, dt)]["fallback_" + kind] += 1
-                continue
             counts[(func, dt)][kind] += 1
             if args.dump == dt and kind == "interior":
                 print(insn, "   //", " <- ".join(f"{os.path.basename(f)}:{l}" for f, l in frames[:3]))
             if kind == "interior":
                 ops[(func, dt)][insn.split()[0].lstrip("@!P0123456789T ").split(".")[0] if not insn.startswith("@") else insn.split()[1].split(".")[0]] += 1
         elif any(f == KERNEL_SRC and any(l >= d for d in marks["epilogue_def"]) for f, l in here) and dt != "?":
-            counts[(func, dt)]["fallback_chunk" if out_of_line else "chunk"] += 1
+            counts[(func, dt)]["chunk"] += 1
     if not counts:
         sys.exit("sass_epilogue: no epilogue instructions found (built without -lineinfo?)")
     print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18} {'fallback/pair':>13}")
@@ -149,7 +151,7 @@ def main():
         short = func if len(func) <= 90 else func[:87] + "..."
         per = 16 * args.group
         print(f"{short:<90} {dt:>9} {c['interior'] / per:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / per:18.1f}"
-              f" {c['fallback_interior'] / per:13.1f}")
+              f" {c['fallback'] / per:13.1f}")
         top = ", ".join(f"{k} {v / per:.1f}" for k, v in ops[(func, dt)].most_common(12))
         print(f"    interior per pair: {top}")
 
