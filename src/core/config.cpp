@@ -80,6 +80,43 @@ GemmConfig choose_config(const GemmProblem& p) {
     c.raster_n = tiles_n > 2 * tiles_m;
     c.swizzle = c.raster_n ? 16 : 2;
   }
+  // H100-class memory (kLeanDramGbps): the pingpong tile above loses at most large shapes there,
+  // the cooperative one does not (H100 SXM, `coda bench --variants gemm.` at 4ca1a55, the tile order
+  // above for every variant: geomean over the 29 GEMM cases 1.18x cuBLAS pingpong, 1.05x
+  // cooperative, 1.041x with this rule, 1.033x the best of the three per case; 8B gate/up dgrad
+  // 1.549 -> 1.003, LM head 1.607 -> 1.127). The pingpong tile stays where the cooperative one leaves
+  // the last wave clearly emptier (1B QKV wgrad: 1.023 against 1.323).
+  if (p.dram_gbps > 0.0 && p.dram_gbps < kLeanDramGbps && p.k <= kPingpongMaxK)
+    c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
+  return c;
+}
+
+GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced) {
+  // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. On an H200 fused programs
+  // run on the pingpong kernel at every K up to kPingpongMaxK: its epilogue hides under the other
+  // warpgroup's mainloop, while the cooperative kernel's does not (120ddcf, `coda bench --variants`:
+  // pingpong faster on all 14 cases, 1.02-1.22x cuBLAS against 1.06-1.43x, K = 8192 and 14336 and
+  // the LM head included, whose 128-column tiles merge each granule's LSE halves; bench/NOTES.md).
+  // Beyond kPingpongMaxK the plain GEMM's long-K rule applies (the epilogue is negligible there and
+  // the pingpong kernel was unstable: lm_head_backward's dgrad, K = V).
+  const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
+  GemmProblem h200 = p;
+  h200.dram_gbps = 0.0;  // the plain GEMM's rule of the H200 (above) only beyond kPingpongMaxK
+  GemmConfig c = choose_config(h200);
+  if (p.k <= kPingpongMaxK || c.variant != coop) c.variant = pp;
+  // H100-class memory (kLeanDramGbps): the pingpong kernel still wins every 1B case, and the
+  // cooperative one wins where the weight is large (H100 SXM, `coda bench --variants op. lmhead.
+  // block.` at 4ca1a55, cooperative / pingpong x cuBLAS: LM head 1.368 / 1.961, 8B gate/up 1.129 /
+  // 1.255, 8B down 1.058 / 1.088, SwiGLU backward 8B 1.291 / 1.451, RMSNorm backward 8B gate/up
+  // 1.041 / 1.363; against 1B gate/up 1.251 / 1.159 at N x K = 2^25 and 8B QKV, N x K = 1.5 x 2^24,
+  // within 3% either way).
+  if (p.dram_gbps > 0.0 && p.dram_gbps < kLeanDramGbps && p.n * p.k > kLeanFusedPingpongMaxWeight) c.variant = coop;
+  if (forced) c.variant = *forced;  // tests and benchmarks (CODA_FUSED_VARIANT)
+  if (c.variant == coop) {
+    const int64_t tm = (p.m + 127) / 128, tn = (p.n + 255) / 256;
+    c.raster_n = tn > tm;
+    c.swizzle = 8;
+  }
   return c;
 }
 

@@ -88,25 +88,14 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.in = a.dtype();
   prob.op = op;
   prob.sm_count = sm_count();
-  GemmConfig c = choose_config(prob);
-  // Compiled for fused programs: 128x256 cooperative and 128x128 pingpong. Fused programs run on
-  // the pingpong kernel at every K up to kPingpongMaxK: its epilogue hides under the other warpgroup's mainloop,
-  // while the cooperative kernel's does not (H200, 120ddcf, `coda bench --variants`: pingpong
-  // faster on all 14 cases, 1.02-1.22x cuBLAS against 1.06-1.43x, including K = 8192 and 14336
-  // and the LM head, whose 128-column tiles merge each granule's LSE halves; bench/NOTES.md).
-  // The cooperative kernel stays compiled for CODA_FUSED_VARIANT=0 (tests, benchmarks).
-  // Beyond kPingpongMaxK the plain GEMM's long-K rule applies (the epilogue is negligible there and
-  // the pingpong kernel was unstable: lm_head_backward's dgrad, K = V).
-  if (prob.k <= kPingpongMaxK || c.variant != KernelVariant::k128x256_c2x1) c.variant = KernelVariant::k128x128_pp_c2x1;
+  prob.dram_gbps = dram_gbps();
+  // The variant by device and shape (choose_fused_config); both stay compiled for every program.
+  KernelVariant forced = KernelVariant::kCount;
   if (const char* v = std::getenv("CODA_FUSED_VARIANT")) {  // benchmarks: force a compiled variant
-    if (std::string(v) == "0") c.variant = KernelVariant::k128x256_c2x1;
-    if (std::string(v) == "2") c.variant = KernelVariant::k128x128_pp_c2x1;
+    if (std::string(v) == "0") forced = KernelVariant::k128x256_c2x1;
+    if (std::string(v) == "2") forced = KernelVariant::k128x128_pp_c2x1;
   }
-  if (c.variant == KernelVariant::k128x256_c2x1) {
-    const int64_t tm = (prob.m + 127) / 128, tn = (prob.n + 255) / 256;
-    c.raster_n = tn > tm;
-    c.swizzle = 8;
-  }
+  GemmConfig c = choose_fused_config(prob, forced == KernelVariant::kCount ? nullptr : &forced);
   // Benchmarks: force the tile order (CODA_FUSED_SWIZZLE = 1, 2, 4, 8 or 16 cluster tiles per band;
   // CODA_FUSED_RASTER = M or N); other values are ignored.
   if (const char* v = std::getenv("CODA_FUSED_SWIZZLE")) {

@@ -247,6 +247,7 @@ Status gemm_impl(const GemmArgs& args, const GemmConfig* forced, GemmConfig* cho
   prob.out = args.d.dtype();
   prob.op = op;
   prob.sm_count = sm_count();
+  prob.dram_gbps = dram_gbps();
   if (ak && bk) prob.form = GemmForm::kTN;
   else if (ak && !bk) prob.form = GemmForm::kTT;
   else if (!ak && !bk) prob.form = GemmForm::kNT;

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -151,6 +152,36 @@ int sm_count() {
     return 132;
   }
   return n;
+}
+
+// Queried once per device: the memory clock attribute cost ~0.6 ms per call on an H100 (driver 580,
+// CUDA 13), which every GEMM launch paid when it was read per launch (bench/NOTES.md 2026-12-05).
+// CODA_DRAM_GBPS (benchmarks only) replaces the value on every device: 0 takes the H200 rules,
+// 3350 an H100's.
+double dram_gbps() {
+  static const double forced = [] {
+    const char* v = std::getenv("CODA_DRAM_GBPS");
+    return v && *v ? std::max(0.0, std::atof(v)) : -1.0;
+  }();
+  if (forced >= 0.0) return forced;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<double> cache[kMaxDevices];  // 0: not yet read (or unknown), < 0: unknown
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    cudaGetLastError();
+    return 0.0;
+  }
+  const double known = cache[dev].load(std::memory_order_relaxed);
+  if (known != 0.0) return known > 0.0 ? known : 0.0;
+  int khz = 0, bits = 0;
+  double gbps = -1.0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess && khz > 0 && bits > 0)
+    gbps = 2.0 * double(khz) * 1e3 * double(bits) / 8.0 / 1e9;  // double data rate
+  else
+    cudaGetLastError();
+  cache[dev].store(gbps, std::memory_order_relaxed);
+  return gbps > 0.0 ? gbps : 0.0;
 }
 
 Status bind_tma_tile(EpiParams& epi, int slot, const TensorView& t, const char* op) {

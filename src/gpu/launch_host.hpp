@@ -42,6 +42,9 @@ sm90::EpiPartial partial_of(const TensorView& t, int seg_shift = 0);
 
 int dtype_code(DType d);
 int sm_count();
+// The device memory's peak bandwidth in GB/s from its clock and bus width (0 where the driver does
+// not say): choose_config's device class.
+double dram_gbps();
 bool env_on(const char* name);
 // Diagnostics for benchmarks only (bits, combinable; outputs are wrong with any but 4):
 // CODA_DEBUG_EPILOGUE=1 skips the epilogue, 2 its program, 4 prints the cycles per phase of every

@@ -44,6 +44,7 @@ struct GemmProblem {
   DType out = DType::kBF16;
   std::string op = "gemm";  // operator name (configs are cached per operator)
   int sm_count = 132;       // multiprocessors of the device (the heuristic balances waves)
+  double dram_gbps = 0.0;   // the device memory's peak bandwidth, GB/s (0: unknown, an H200's rule)
   std::string describe() const;
 };
 
@@ -52,5 +53,15 @@ GemmConfig choose_config(const GemmProblem& p);
 // Beyond this K the cooperative 128x256 tile runs whatever the tile count (choose_config), fused
 // programs included.
 constexpr int64_t kPingpongMaxK = 32768;
+// Devices with less memory bandwidth than this (GB/s: an H100's 3350 against an H200's 4800) take
+// the cooperative tile for plain GEMMs unless the pingpong's tiles fill the last wave clearly better
+// (choose_config; bench/NOTES.md 2026-12-05).
+constexpr double kLeanDramGbps = 4500.0;
+// Fused programs: the 128x128 pingpong kernel (its epilogue overlaps the other warpgroup's
+// mainloop), the cooperative 128x256 one beyond kPingpongMaxK, and on devices under kLeanDramGbps
+// also where the weight has more than kLeanFusedPingpongMaxWeight elements (N x K). `forced`
+// replaces the variant (the tile order follows it).
+GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced = nullptr);
+constexpr int64_t kLeanFusedPingpongMaxWeight = int64_t{1} << 25;
 
 }  // namespace coda
