@@ -86,6 +86,7 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.n = L.n;
   prob.k = L.k;
   prob.in = a.dtype();
+  prob.form = kBK ? GemmForm::kTN : GemmForm::kTT;  // what CODA_PRINT_CONFIG shows; the rules read the shape
   prob.op = op;
   prob.sm_count = sm_count();
   prob.dram_gbps = dram_gbps();
