@@ -48,6 +48,13 @@ double wave_efficiency(int64_t tiles, int sms) {
   const int64_t waves = (tiles + sms - 1) / sms;
   return waves == 0 ? 1.0 : static_cast<double>(tiles) / static_cast<double>(waves * sms);
 }
+// The cooperative 128x256 tile unless the pingpong's 128x128 tiles fill the last wave clearly better.
+KernelVariant coop_unless_pingpong_fills_better(const GemmProblem& p, int sms) {
+  const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
+  return wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
+}
+// An H100-class device: less memory bandwidth than kLeanDramGbps (0: unknown, the H200's rules).
+bool lean_memory(const GemmProblem& p) { return p.dram_gbps > 0.0 && p.dram_gbps < kLeanDramGbps; }
 }  // namespace
 
 GemmConfig choose_config(const GemmProblem& p) {
@@ -61,13 +68,13 @@ GemmConfig choose_config(const GemmProblem& p) {
   // whatever the tile count: the LM head's dgrad (16384 x 2048, K = 128256) read 1.04-1.23x cuBLAS
   // on the pingpong kernel over four processes (samples 12.3-18.8 ms), 0.995-1.006x on either
   // cooperative tile (H200, bench/NOTES.md 2026-12-02 afternoon).
-  const KernelVariant coop = KernelVariant::k128x256_c2x1, pp = KernelVariant::k128x128_pp_c2x1;
+  const KernelVariant pp = KernelVariant::k128x128_pp_c2x1;
   const int sms = p.sm_count > 0 ? p.sm_count : 132;
   GemmConfig c;
   if (p.k <= 4096 || (tiles_of(p, pp) >= 4 * int64_t(sms) && p.k <= kPingpongMaxK)) {
     c.variant = pp;
   } else {
-    c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
+    c.variant = coop_unless_pingpong_fills_better(p, sms);
   }
   const int64_t tiles_m = (p.m + variant_tile_m(c.variant) - 1) / variant_tile_m(c.variant);
   const int64_t tiles_n = (p.n + variant_tile_n(c.variant) - 1) / variant_tile_n(c.variant);
@@ -86,8 +93,7 @@ GemmConfig choose_config(const GemmProblem& p) {
   // cooperative, 1.041x with this rule, 1.033x the best of the three per case; 8B gate/up dgrad
   // 1.549 -> 1.003, LM head 1.607 -> 1.127). The pingpong tile stays where the cooperative one leaves
   // the last wave clearly emptier (1B QKV wgrad: 1.023 against 1.323).
-  if (p.dram_gbps > 0.0 && p.dram_gbps < kLeanDramGbps && p.k <= kPingpongMaxK)
-    c.variant = wave_efficiency(tiles_of(p, pp), sms) > wave_efficiency(tiles_of(p, coop), sms) + 0.05 ? pp : coop;
+  if (lean_memory(p) && p.k <= kPingpongMaxK) c.variant = coop_unless_pingpong_fills_better(p, sms);
   return c;
 }
 
@@ -110,7 +116,7 @@ GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced
   // 1.255, 8B down 1.058 / 1.088, SwiGLU backward 8B 1.291 / 1.451, RMSNorm backward 8B gate/up
   // 1.041 / 1.363; against 1B gate/up 1.251 / 1.159 at N x K = 2^25 and 8B QKV, N x K = 1.5 x 2^24,
   // within 3% either way).
-  if (p.dram_gbps > 0.0 && p.dram_gbps < kLeanDramGbps && p.n * p.k > kLeanFusedPingpongMaxWeight) c.variant = coop;
+  if (lean_memory(p) && p.n * p.k > kLeanFusedPingpongMaxWeight) c.variant = coop;
   if (forced) c.variant = *forced;  // tests and benchmarks (CODA_FUSED_VARIANT)
   if (c.variant == coop) {
     const int64_t tm = (p.m + 127) / 128, tn = (p.n + 255) / 256;
