@@ -57,6 +57,21 @@ Status check_staging(const char* op, const sm90::EpiParams& e) {
   return {};
 }
 
+// Bytes the epilogue reads (tile operands) and writes (tile outputs) per accumulator element, from
+// the program's widths (half, same, double: epi::out_per / tile_per columns per pair) and the bound
+// dtypes: GemmProblem::epi_bytes, which choose_fused_config weighs against K.
+template <class Program>
+double epilogue_bytes(const sm90::EpiParams& e) {
+  constexpr epi::Resources R = epi::resources_of<Program>();
+  const auto bytes = [](int dt) { return dt == sm90::kDtFP32 || dt == sm90::kDtInt32 ? 4.0 : 2.0; };
+  double b = 0.0;
+  for (int o = 0; o < e.num_outs; ++o)
+    if (e.outs[o].defined) b += 0.5 * epi::out_per(R, o) * bytes(e.outs[o].dtype);
+  for (int i = 0; i < sm90::kEpiSlots; ++i)
+    if (e.tiles[i].ptr) b += 0.5 * epi::tile_per(R, i) * bytes(e.tiles[i].dtype);
+  return b;
+}
+
 // Launch a fused program on a [M, K] x b [N, K]: the forward form (kBK: b row-major, the weight
 // [N, K]) or the dgrad form of a backward operator (b the weight [K, N] stored row-major, viewed
 // as [N, K]: unit stride along N).
@@ -90,6 +105,7 @@ Status run_fused(const char* op, const TensorView& a, const TensorView& b, Launc
   prob.op = op;
   prob.sm_count = sm_count();
   prob.dram_gbps = dram_gbps();
+  prob.epi_bytes = epilogue_bytes<Program>(L.epi);
   // The variant by device and shape (choose_fused_config); both stay compiled for every program.
   KernelVariant forced = KernelVariant::kCount;
   if (const char* v = std::getenv("CODA_FUSED_VARIANT")) {  // benchmarks: force a compiled variant

@@ -108,12 +108,13 @@ TEST(ChooseConfig, TheLeanMemoryRuleKeepsTheTileOrder) {
 // device; on an H100-class one the cooperative kernel where the weight is large (H100, `coda bench
 // --variants op. lmhead. block.` at 4ca1a55).
 GemmConfig fused_config(int64_t m, int64_t n, int64_t k, double dram_gbps = 0.0,
-                        const KernelVariant* forced = nullptr) {
+                        const KernelVariant* forced = nullptr, double epi_bytes = 0.0) {
   GemmProblem p;
   p.m = m;
   p.n = n;
   p.k = k;
   p.dram_gbps = dram_gbps;
+  p.epi_bytes = epi_bytes;
   return choose_fused_config(p, forced);
 }
 
@@ -138,6 +139,29 @@ TEST(ChooseFusedConfig, LargeWeightsTakeTheCooperativeKernelOnAnH100) {
   EXPECT_EQ(fused_config(8192, 4096, 4096, h100).variant, kPingpong);    // 8B o-proj
 }
 
+// The epilogue's bytes per accumulator element against K (kLeanHeavyEpilogueK): where they are many,
+// the pingpong kernel stays on an H100 too, in row bands of two cluster rows (H100, three
+// alternating rounds at 31564f3).
+TEST(ChooseFusedConfig, HeavyEpiloguesKeepThePingpongInRowBandsOnAnH100) {
+  const double h100 = 3350.0;
+  for (const auto& s : {std::array<int64_t, 3>{16384, 128256, 2048},    // LM head, logits: 2 bytes
+                        std::array<int64_t, 3>{8192, 14336, 4096}}) {   // SwiGLU backward 8B: 10 bytes
+    const GemmConfig c = fused_config(s[0], s[1], s[2], h100, nullptr, s[2] == 2048 ? 2.0 : 10.0);
+    EXPECT_EQ(c.variant, kPingpong) << s[1];
+    EXPECT_FALSE(c.raster_n) << s[1];
+    EXPECT_EQ(c.swizzle, 2) << s[1];
+  }
+  EXPECT_EQ(fused_config(16384, 128256, 2048, h100, nullptr, 0.0).variant, kCoop);  // logits-free LM head
+  EXPECT_EQ(fused_config(8192, 28672, 4096, h100, nullptr, 1.0).variant, kCoop);     // 8B gate/up, half width
+  EXPECT_EQ(fused_config(8192, 4096, 14336, h100, nullptr, 4.0).variant, kCoop);     // 8B down
+  EXPECT_EQ(fused_config(8192, 4096, 28672, h100, nullptr, 8.0).variant, kCoop);     // RMSNorm backward 8B
+  // An H200 keeps its rule (pingpong, its own tile order) whatever the epilogue.
+  const GemmConfig h200 = fused_config(16384, 128256, 2048, 0.0, nullptr, 2.0);
+  EXPECT_EQ(h200.variant, kPingpong);
+  EXPECT_EQ(h200.swizzle, fused_config(16384, 128256, 2048, 0.0).swizzle);
+  EXPECT_EQ(h200.raster_n, fused_config(16384, 128256, 2048, 0.0).raster_n);
+}
+
 TEST(ChooseFusedConfig, TheCooperativeTileOrderAndForcedVariants) {
   const GemmConfig lm = fused_config(16384, 128256, 2048, 3350.0);
   EXPECT_EQ(lm.swizzle, 8);
@@ -147,7 +171,10 @@ TEST(ChooseFusedConfig, TheCooperativeTileOrderAndForcedVariants) {
   EXPECT_EQ(forced_coop.variant, kCoop);
   EXPECT_EQ(forced_coop.swizzle, 8);
   EXPECT_FALSE(forced_coop.raster_n);
-  EXPECT_EQ(fused_config(16384, 128256, 2048, 3350.0, &pp).variant, kPingpong);
+  const GemmConfig forced_pp = fused_config(16384, 128256, 2048, 3350.0, &pp);
+  EXPECT_EQ(forced_pp.variant, kPingpong);
+  EXPECT_FALSE(forced_pp.raster_n);  // the lean-memory pingpong order for a large weight
+  EXPECT_EQ(forced_pp.swizzle, 2);
 }
 
 }  // namespace

@@ -45,6 +45,8 @@ struct GemmProblem {
   std::string op = "gemm";  // operator name (configs are cached per operator)
   int sm_count = 132;       // multiprocessors of the device (the heuristic balances waves)
   double dram_gbps = 0.0;   // the device memory's peak bandwidth, GB/s (0: unknown, an H200's rule)
+  double epi_bytes = 0.0;   // fused programs: bytes the epilogue reads (tile operands) and writes
+                            // (tile outputs) per accumulator element; 0 for a plain GEMM's rule
   std::string describe() const;
 };
 
@@ -59,9 +61,11 @@ constexpr int64_t kPingpongMaxK = 32768;
 constexpr double kLeanDramGbps = 4500.0;
 // Fused programs: the 128x128 pingpong kernel (its epilogue overlaps the other warpgroup's
 // mainloop), the cooperative 128x256 one beyond kPingpongMaxK, and on devices under kLeanDramGbps
-// also where the weight has more than kLeanFusedPingpongMaxWeight elements (N x K). `forced`
-// replaces the variant (the tile order follows it).
+// also where the weight has more than kLeanFusedPingpongMaxWeight elements (N x K), unless the
+// epilogue is heavy there (epi_bytes x kLeanHeavyEpilogueK >= K): that keeps the pingpong kernel,
+// walking bands of two cluster rows. `forced` replaces the variant (the tile order follows it).
 GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced = nullptr);
 constexpr int64_t kLeanFusedPingpongMaxWeight = int64_t{1} << 25;
+constexpr double kLeanHeavyEpilogueK = 2048.0;
 
 }  // namespace coda
