@@ -118,17 +118,18 @@ GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced
   // 1.041 / 1.363; against 1B gate/up 1.251 / 1.159 at N x K = 2^25 and 8B QKV, N x K = 1.5 x 2^24,
   // within 3% either way).
   // Except where the epilogue's traffic is large next to the mainloop's (epi_bytes per accumulator
-  // element against K: the LM head storing its logits, 2 bytes at K = 2048; the SwiGLU backward's
-  // z read and dz and o written, 10 bytes at K = 4096): the pingpong kernel still hides that
-  // epilogue, given a tile order that reuses the weight in L2. Its H200 order walks column bands
-  // there (raster N), streaming A, which is not multicast: on the H100 that read 43.8 GB from DRAM
-  // for the LM head where a band model says 4.2 (ncu, 31564f3). Row bands of two cluster rows
-  // (raster M, 512 rows) stream the multicast weight instead. Three alternating rounds at 31564f3
-  // (H100 SXM, median us): LM head with logits 15742 cooperative against 14979 pingpong (its
-  // row bands of 8 and 4 cluster rows: 15609, 15252); SwiGLU backward 8B 1718 against 1573 (8:
-  // 1687); where the cooperative kernel stays (epi_bytes x kLeanHeavyEpilogueK < K) it won every
-  // round: 8B gate/up 2981 against 3089 (1 byte at K = 4096), 8B down 1400 against 1499 (4 bytes
-  // at K = 14336), RMSNorm backward 8B 3094 against 4308, the logits-free LM head 13590 against 13937.
+  // element against K): there the pingpong kernel still hides that epilogue, given a tile order
+  // that reuses the weight in L2. Its H200 order walks column bands there (raster N), streaming A,
+  // which is not multicast: on the H100 that read 43.8 GB from DRAM for the LM head where a band
+  // model says 4.2 (ncu, 31564f3). Row bands of two cluster rows (raster M, 512 rows) stream the
+  // multicast weight instead. Three alternating rounds at 31564f3 (H100 SXM, median us, cooperative
+  // against pingpong in those bands; bench/NOTES.md): the pingpong kernel won every round for the
+  // LM head storing its logits (2 bytes at K = 2048: 15742 against 14979) and the SwiGLU backward
+  // 8B (z read, dz and o written: 10 bytes at K = 4096; 1718 against 1573); the cooperative one for
+  // the 8B gate/up (3 bytes at K = 4096: 2981 against 3089), 8B down (6 at 14336: 1400 against
+  // 1499), the RMSNorm backward 8B (8 at 28672: 3094 against 4308) and the logits-free LM head
+  // (13590 against 13937). kLeanHeavyEpilogueK sits between the closest two (1024 and 1365 K per
+  // byte).
   const bool lean_large = lean_memory(p) && p.n * p.k > kLeanFusedPingpongMaxWeight;
   if (lean_large) c.variant = p.epi_bytes * kLeanHeavyEpilogueK >= double(p.k) ? pp : coop;
   if (forced) c.variant = *forced;  // tests and benchmarks (CODA_FUSED_VARIANT)

@@ -151,9 +151,9 @@ TEST(ChooseFusedConfig, HeavyEpiloguesKeepThePingpongInRowBandsOnAnH100) {
     EXPECT_FALSE(c.raster_n) << s[1];
     EXPECT_EQ(c.swizzle, 2) << s[1];
   }
-  EXPECT_EQ(fused_config(16384, 128256, 2048, h100, nullptr, 0.0).variant, kCoop);  // logits-free LM head
-  EXPECT_EQ(fused_config(8192, 28672, 4096, h100, nullptr, 1.0).variant, kCoop);     // 8B gate/up, half width
-  EXPECT_EQ(fused_config(8192, 4096, 14336, h100, nullptr, 4.0).variant, kCoop);     // 8B down
+  EXPECT_EQ(fused_config(16384, 128256, 2048, h100, nullptr, 0.0).variant, kCoop);   // logits-free LM head
+  EXPECT_EQ(fused_config(8192, 28672, 4096, h100, nullptr, 3.0).variant, kCoop);    // 8B gate/up: o and z
+  EXPECT_EQ(fused_config(8192, 4096, 14336, h100, nullptr, 6.0).variant, kCoop);    // 8B down
   EXPECT_EQ(fused_config(8192, 4096, 28672, h100, nullptr, 8.0).variant, kCoop);     // RMSNorm backward 8B
   // An H200 keeps its rule (pingpong, its own tile order) whatever the epilogue.
   const GemmConfig h200 = fused_config(16384, 128256, 2048, 0.0, nullptr, 2.0);

@@ -66,6 +66,6 @@ constexpr double kLeanDramGbps = 4500.0;
 // walking bands of two cluster rows. `forced` replaces the variant (the tile order follows it).
 GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced = nullptr);
 constexpr int64_t kLeanFusedPingpongMaxWeight = int64_t{1} << 25;
-constexpr double kLeanHeavyEpilogueK = 2048.0;
+constexpr double kLeanHeavyEpilogueK = 1200.0;
 
 }  // namespace coda
