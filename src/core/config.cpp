@@ -115,8 +115,8 @@ GemmConfig choose_fused_config(const GemmProblem& p, const KernelVariant* forced
   // cooperative one wins where the weight is large (H100 SXM, `coda bench --variants op. lmhead.
   // block.` at 4ca1a55, cooperative / pingpong x cuBLAS: LM head 1.368 / 1.961, 8B gate/up 1.129 /
   // 1.255, 8B down 1.058 / 1.088, SwiGLU backward 8B 1.291 / 1.451, RMSNorm backward 8B gate/up
-  // 1.041 / 1.363; against 1B gate/up 1.251 / 1.159 at N x K = 2^25 and 8B QKV, N x K = 1.5 x 2^24,
-  // within 3% either way).
+  // 1.041 / 1.363, the pingpong kernel in the H200's tile order; against 1B gate/up 1.251 / 1.159 at
+  // N x K = 2^25 and 8B QKV, N x K = 1.5 x 2^24, within 3% either way).
   // Except where the epilogue's traffic is large next to the mainloop's (epi_bytes per accumulator
   // element against K): there the pingpong kernel still hides that epilogue, given a tile order
   // that reuses the weight in L2. Its H200 order walks column bands there (raster N), streaming A,
