@@ -50,7 +50,8 @@ def summarize(rows):
                 continue
             times = [d[r][0] for r in sorted(d)]
             med = statistics.median(times)
-            ratio = statistics.median(t / c for t, c in d.values() if c > 0) if any(c > 0 for _, c in d.values()) else None
+            ratios = [t / c for t, c in d.values() if c > 0]
+            ratio = statistics.median(ratios) if ratios else None
             common = [r for r in d if r in b]
             wins = sum(1 for r in common if d[r][0] < b[r][0])
             vs = None if s == base or b_med is None else med / b_med

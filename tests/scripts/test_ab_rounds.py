@@ -4,17 +4,18 @@ The fake binary prints a header and two bench lines whose times scale with FAKE_
 per-round jitter from a counter file), so the rounds, the medians and the per-round wins are known.
 Run by ctest (`scripts`), or directly: python3 tests/scripts/test_ab_rounds.py
 """
-import importlib.util
 import os
 import random
+import statistics
 import stat
 import subprocess
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROUNDS = os.path.join(ROOT, "scripts", "ab-rounds.sh")
-SUMMARY = os.path.join(ROOT, "scripts", "rounds_summary.py")
+from script_module import load, script_path
+
+ROUNDS = script_path("ab-rounds.sh")
+SUMMARY = script_path("rounds_summary.py")
 
 FAKE = """#!/usr/bin/env bash
 # a stand-in for build/bin/coda: `coda bench FILTERS`
@@ -30,17 +31,10 @@ echo "fused operators (op.*): geomean 1.111 x cuBLAS (bar 1.04)"
 """
 
 
-def load_summary():
-    spec = importlib.util.spec_from_file_location("rounds_summary", SUMMARY)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 class RoundsSummaryTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.rs = load_summary()
+        cls.rs = load("rounds_summary")
 
     def test_medians_and_wins(self):
         rng = random.Random()
@@ -61,7 +55,7 @@ class RoundsSummaryTest(unittest.TestCase):
         s, times, med, ratio, vs, wins, n = entries["fast"]
         self.assertEqual((wins, n), (5, 5))
         self.assertAlmostEqual(vs, 0.9, places=3)
-        self.assertAlmostEqual(ratio, statistics_median([t / 800.0 for t in faster]), places=4)
+        self.assertAlmostEqual(ratio, statistics.median(t / 800.0 for t in faster), places=4)
         s, times, med, ratio, vs, wins, n = entries["mixed"]
         self.assertEqual((wins, n), (2, 5))
         text = self.rs.render(result)
@@ -85,12 +79,6 @@ class RoundsSummaryTest(unittest.TestCase):
             p = subprocess.run(["python3", SUMMARY, f.name], capture_output=True, text=True)
         self.assertEqual(p.returncode, 1)
         self.assertIn("no bench lines", p.stderr)
-
-
-def statistics_median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 class AbRoundsScriptTest(unittest.TestCase):

@@ -5,7 +5,6 @@ a predicated EXIT in the middle, the last EXIT, then 0, 32 or 96 more of the vis
 (the copy ptxas emits for a warp that reaches a shuffle diverged). Run by ctest (`scripts`), or
 directly: python3 tests/scripts/test_sass_epilogue.py
 """
-import importlib.util
 import os
 import random
 import stat
@@ -14,21 +13,15 @@ import sys
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "sass_epilogue.py")
+from script_module import ROOT, load, script_path
 
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("sass_epilogue", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+SCRIPT = script_path("sass_epilogue.py")
 
 
 class SassEpilogueTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.se = load_script()
+        cls.se = load("sass_epilogue")
         cls.marks = cls.se.source_lines()
 
     def listing(self, in_line, out_of_line, kernel="sm90_gemm_kernel_X"):
