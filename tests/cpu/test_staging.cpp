@@ -40,6 +40,24 @@ TEST(Staging, PairOffsetsMatchTheTmaSwizzle) {
       }
 }
 
+// stmatrix.x4 (sm90::stsm_off): row i of matrix m is written at the address lane 8 m + i gives, its
+// 4-byte word t from register m of lane 4 i + t. Each thread's register m must land where its pair
+// slot (jj0 + m / 2, m % 2) does in the 4-byte stores' layout.
+TEST(Staging, MatrixStoresPutEveryPairWhereItsOwnStoreWould) {
+  for (int warp = 0; warp < 4; ++warp)
+    for (int jj0 = 0; jj0 < 8; jj0 += 2)
+      for (int m = 0; m < 4; ++m)
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t row_addr = sm90::stsm_off(sm90::stsm_lane_off(8 * m + i, warp), jj0);
+          for (int t = 0; t < 4; ++t) {
+            const int lane = 4 * i + t;
+            const sm90::StageAddr a = sm90::stage_addr(lane, warp, 2, 2);
+            ASSERT_EQ(row_addr + static_cast<uint32_t>(4 * t), sm90::stage_off(a, jj0 + m / 2, m % 2, 2, 2))
+                << "warp " << warp << " jj0 " << jj0 << " matrix " << m << " row " << i << " word " << t;
+          }
+        }
+}
+
 TEST(Staging, EveryThreadWritesDistinctBytes) {
   // The 128 threads' pairs cover each staged chunk exactly once (a wrong swizzle would collide).
   for (const Shape& s : kShapes) {

@@ -56,4 +56,19 @@ CODA_HD uint32_t stage_off(const StageAddr& a, int jj, int b, int per, int es) {
          (static_cast<uint32_t>(cc % box) ^ a.u);
 }
 
+// Four pairs in one `stmatrix.x4` (a same-width 16-bit output, 128-byte boxes): the pair slots
+// (jj0, 0), (jj0, 1), (jj0 + 1, 0), (jj0 + 1, 1), jj0 even, are the four 8 x 8 matrices of the
+// instruction (register m of a thread holds its pair of slot (jj0 + m / 2, m % 2): row lane / 4,
+// columns 2 (lane % 4) of matrix m, as stmatrix expects), and lane l gives the address of row l % 8
+// of matrix l / 8: a 16-byte unit. That address is the lane's offset (once per kernel) XOR jj0's
+// unit bits: the unit index jj0 + m / 2 = jj0 ^ (m / 2) (jj0 even) is XORed with the row bits, and
+// neither the row nor m / 2 touches jj0's bits. So one instruction stores what four 4-byte stores
+// did, at one XOR with a constant.
+CODA_HD uint32_t stsm_lane_off(int lane, int warp) {
+  const int m = lane >> 3, r = lane & 7;
+  const int row = 16 * warp + r + 8 * (m & 1);  // row bits (row mod 8) = r
+  return static_cast<uint32_t>(row * 128 + 16 * ((m >> 1) ^ r));
+}
+CODA_HD uint32_t stsm_off(uint32_t lane_off, int jj0) { return lane_off ^ static_cast<uint32_t>(jj0 << 4); }
+
 }  // namespace coda::sm90
