@@ -42,7 +42,11 @@
 //                                                       returns the value as stored. A half-width
 //                                                       output takes the pair's column f.n / 2.
 //   Pair    store2(int o, const Frag&, int n, float v0, float v1)  columns n, n+1 (n even, both
-//                                                       inside the output) in one store
+//                                                       inside the output) in one store. A same-
+//                                                       width output is stored so (epi::store does
+//                                                       it), once per pair: the GPU's interior
+//                                                       visit groups the stores of pair slots
+//                                                       (stmatrix, quad-exchanged direct stores)
 //   void    row_store(int o, const Frag&, float v)          per-row output o at f.m
 //   void    row_sum(int r, const Frag&, float v)            add to row partial r (current granule)
 //   void    row_lse(int r, const Frag&, float v0, float v1) feed the pair to row LSE partial r

@@ -410,6 +410,20 @@ struct Sm90Gemm {
   // just before their use (ptxas under the 168-register cap), and reading ahead took its 1B o-proj
   // from 1.159x to 1.137x cuBLAS (H200, seven alternating rounds; bench/NOTES.md 2026-12-03 night2).
   static constexpr bool kReadAhead = kTmaTiles > 0;
+  // Staged same-width 16-bit outputs go out four pair slots per stmatrix (ChunkCtx::put_matrix).
+#ifdef CODA_EXP_HEAD_STORES  // measurement only: the stores as before (4-byte STS per pair)
+  static constexpr bool kStsm = false;
+  static constexpr bool kQuadInterior = false;  // direct outputs: quad stores only with read-ahead tiles
+#else
+  static constexpr bool kQuadInterior = true;
+  static constexpr bool kStsm = true;
+#endif
+  static constexpr int kStsmSlots = kStsm ? kEpiSlots : 1;
+#ifdef CODA_STSM_GROUP
+  static constexpr int kStsmGroup = CODA_STSM_GROUP;
+#else
+  static constexpr int kStsmGroup = 4;
+#endif
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -469,6 +483,14 @@ struct Sm90Gemm {
     // even, b).
     uint8_t* dptr[kDirectSlots][2];
     mutable uint32_t dstash[kDirectSlots > 1 ? 1 + 2 * kEpiSlots : 1];
+    // Set by visit_chunk for the interior visit: every pair slot is visited, in order, and each
+    // same-width output is stored once per pair with store2 (the rule of epi::store_direct), so
+    // stores may be grouped across pair slots (put_quad, put_matrix).
+    mutable bool interior;
+    // Staged same-width 16-bit outputs, interior visit: the lane's stmatrix row offset
+    // (sm90::stsm_lane_off) and the words of the group's first three pair slots, per output.
+    uint32_t stsm_lane;
+    mutable uint32_t sstash[kStsmSlots][3];
 
     // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
@@ -572,14 +594,46 @@ struct Sm90Gemm {
       // NOTES: the direct paths compiled only where the program has direct outputs: present but
       // never taken, they moved the inliner's choices and the RMSNorm backward spilled 8 bytes.
       if constexpr (kRes.direct_outs == 0) {
-        *reinterpret_cast<H*>(a) = h;
+        put_staged(o, f, a, h);
       } else {
         const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
-        if (!out_direct(o)) *reinterpret_cast<H*>(a) = h;
-        else if (!pre_on) *reinterpret_cast<uint32_t*>(a) = w;
+        if (!out_direct(o)) put_staged(o, f, a, h);
+        else if (!(kQuadInterior ? interior : pre_on)) *reinterpret_cast<uint32_t*>(a) = w;
         else if (out_per(o) == 2) put_quad(o, f, a, w);
         else if (n == 2 * f.n) dstash[0] = w;
         else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash[0], w);
+      }
+    }
+    // A staged output's pair: a same-width 16-bit one in the interior visit goes out with its group
+    // of four pair slots (put_matrix), any other with one store of its own.
+    template <class H>
+    CUTE_DEVICE void put_staged(int o, const epi::Frag& f, uint8_t* a, const H& h) const {
+      if (kStsm && out_per(o) == 2 && interior) put_matrix(o, f, *reinterpret_cast<const uint32_t*>(&h));
+      else *reinterpret_cast<H*>(a) = h;
+    }
+    // The group of pair slots (jj0, 0), (jj0, 1), (jj0 + 1, 0), (jj0 + 1, 1), jj0 even, as one
+    // stmatrix.x4 at the fourth (coda/kernel/staging.hpp: stsm_off): a quarter of the store
+    // instructions of a 4-byte store per pair, into the same layout.
+    CUTE_DEVICE void put_matrix(int o, const epi::Frag& f, uint32_t w) const {
+      const int k = f.slot & (kStsmGroup - 1);
+      if (k < kStsmGroup - 1) {
+        sstash[kStsmSlots > 1 ? o : 0][k] = w;
+        return;
+      }
+      const uint32_t(&g)[3] = sstash[kStsmSlots > 1 ? o : 0];
+      const uint8_t* region = kEs == 2 && out_tile(o) >= 0 ? tiles + out_tile(o) * kTileSlotBytes : buf + out_offset(o, kEs);
+      const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(region));
+#ifdef CODA_STSM_REMAT
+      const uint32_t stsm_lane = stsm_lane_off(int(threadIdx.x) & 31, (int(threadIdx.x) >> 5) & 3);
+#endif
+      if constexpr (kStsmGroup == 4) {
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         base + stsm_off(stsm_lane, jj_of(f) - 1)),
+                     "r"(g[0]), "r"(g[1]), "r"(g[2]), "r"(w));
+      } else {
+        asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(
+                         base + stsm_off(stsm_lane, jj_of(f))),
+                     "r"(g[0]), "r"(w));
       }
     }
     // A same-width 16-bit direct output, interior visit: the words of pair slots jj (even) and jj + 1
@@ -695,6 +749,7 @@ struct Sm90Gemm {
                                       const Accum& accum, int m0, int n0) {
     constexpr bool kPre = kReadAhead && !kChecked;
     ctx.pre_on = kPre;
+    ctx.interior = !kChecked;
     if constexpr (kPre) {
       CUTE_UNROLL
       for (int s = 0; s < kPreAhead; ++s) ctx.preload(s);
@@ -1071,6 +1126,7 @@ struct Sm90Gemm {
     const StageAddr out_wide = stage_addr(lane, warp, 4, kEs);
     const StageAddr tile_a = stage_addr(lane, warp, 2, 2);
     const StageAddr tile_w = stage_addr(lane, warp, 4, 2);
+    const uint32_t stsm_lane = stsm_lane_off(lane, warp);
 
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
@@ -1215,6 +1271,7 @@ struct Sm90Gemm {
                              (int64_t(gm0 + r0 + 8 * b) * d.ld + out_per(o) / 2 * (gn0 + c0 + 64 * cj)) * kEs;
         }
       }
+      ctx.stsm_lane = stsm_lane;
       CUTE_UNROLL
       for (int i = 0; i < kEpiSlots; ++i) {
         CUTE_UNROLL
@@ -1412,7 +1469,11 @@ struct Sm90Gemm {
     pp.is_leader = (thread_idx % 128) == 0;
     pp.num_consumers = kMmaThreads;
     pp.transaction_bytes = p.mainloop.tma_transaction_bytes;
-    MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{});
+    // The barriers here, before the cluster sync; each role builds its own view after setmaxnreg, so
+    // the consumers' arrival masks are computed there and not kept live from here through the tile
+    // loop (ptxas spilled them beside the epilogue's visit: bench/NOTES.md 2026-12-04 third, 2026-12-06).
+    MainloopPipeline barrier_init(shared.mainloop.pipeline, pp, ClusterShape{}, cute::true_type{}, cute::false_type{});
+    (void)barrier_init;
     typename OrderBarrier::Params op;
     op.group_id = warp_group >= 1 ? uint32_t(warp_group - 1) : 0u;
     op.group_size = 128;
@@ -1448,6 +1509,7 @@ struct Sm90Gemm {
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<40>();
       if (warp_in_group == 0) {
+        MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{}, cute::false_type{}, cute::true_type{});
         auto load_inputs = collective.load_init(problem, p.mainloop);
         PipelineState state = cutlass::make_producer_start_state<MainloopPipeline>();
         for (int t = cluster_id; t < p.sched.total(); t += num_clusters) {
@@ -1464,6 +1526,7 @@ struct Sm90Gemm {
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<232>();
+      MainloopPipeline pipeline(shared.mainloop.pipeline, pp, ClusterShape{}, cute::false_type{}, cute::true_type{});
       const int wg = warp_group - 1;
       // Cooperative: both warpgroups run every tile (rows split). Pingpong: warpgroup w runs the
       // CTA's tiles w, w + 2, ...; the smem ring is filled in tile order, so the two alternate
