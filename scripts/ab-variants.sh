@@ -1,48 +1,61 @@
 #!/usr/bin/env bash
-# A/B binaries of one translation unit: `coda` relinked with that unit compiled under extra flags.
-#   scripts/ab-variants.sh UNIT NAME=FLAGS [NAME=FLAGS ...]
+# A/B binaries: `coda` relinked with some translation units compiled under extra flags.
+#   scripts/ab-variants.sh UNIT[,UNIT...] NAME=FLAGS [NAME=FLAGS ...]
 #   e.g. scripts/ab-variants.sh SwigluBackward_2_bfloat16_t 'c4=-DCODA_VISIT_CHUNKS=4' 'c1=-DCODA_VISIT_CHUNKS=1'
 #   (CODA_VISIT_CHUNKS: the unit's programs on N chunks per visit-loop iteration, sm90_gemm.cuh)
+#   scripts/ab-variants.sh Rope_2_bfloat16_t,ResidualRmsNormPartial_2_bfloat16_t 'head=-DCODA_EXP_HEAD_STORES'
 # UNIT names a generated fused unit (build/generated/fused/UNIT.cu) or any object path that
-# `ninja -t targets` knows. Writes /tmp/coda_NAME for each variant, plus /tmp/coda_base (build/bin/coda
-# as it is), then the caller alternates them (one process each, the same filter).
+# `ninja -t targets` knows. Writes /tmp/coda_NAME for each variant (every listed unit compiled with
+# its FLAGS), plus /tmp/coda_base (build/bin/coda as it is), then the caller alternates them (one
+# process each, the same filter; scripts/ab-rounds.sh takes the binary paths).
 #
 # Why by hand: `ninja bin/coda` after compiling an object outside ninja rebuilt that object with its
 # own command, so every "variant" was the default build again (bench/NOTES.md, 2026-12-02). Here
-# each variant is compiled to its own object and linked with bin/coda's link command, the default
-# object swapped for it; build/ is left untouched. Needs a finished build in build/ (cmake --build
-# build). Variants compile in parallel.
+# each variant's units are compiled to their own objects and linked with bin/coda's link command,
+# the default objects swapped for them; build/ is left untouched. Needs a finished build in build/
+# (cmake --build build). All compiles run in parallel (up to `nproc` at once).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-[ $# -ge 2 ] || { sed -n 2,14p "$0" >&2; exit 2; }
-unit=$1
+[ $# -ge 2 ] || { sed -n 2,16p "$0" >&2; exit 2; }
+IFS=, read -r -a units <<<"$1"
 shift
 cd "$root/build" || exit 2
-obj=$unit
-[[ $obj == *.o ]] || obj=CMakeFiles/coda_kernels.dir/generated/fused/$unit.cu.o
-cmd=$(ninja -t commands "$obj" | tail -1 | sed -e 's/ -MD -MT [^ ]* -MF [^ ]*//')
 link=$(ninja -t commands bin/coda | tail -1)
-[[ $cmd == *" -o $obj"* && $link == *" $obj "* && $link == *" -o bin/coda "* ]] ||
-  { echo "ab-variants: cannot find $obj in build/'s compile and link commands" >&2; exit 2; }
+[[ $link == *" -o bin/coda "* ]] || { echo "ab-variants: cannot find bin/coda's link command in build/" >&2; exit 2; }
+objs=() cmds=()
+for u in "${units[@]}"; do
+  obj=$u
+  [[ $obj == *.o ]] || obj=CMakeFiles/coda_kernels.dir/generated/fused/$u.cu.o
+  cmd=$(ninja -t commands "$obj" | tail -1 | sed -e 's/ -MD -MT [^ ]* -MF [^ ]*//')
+  [[ $cmd == *" -o $obj"* && $link == *" $obj "* ]] ||
+    { echo "ab-variants: cannot find $obj in build/'s compile and link commands" >&2; exit 2; }
+  objs+=("$obj") cmds+=("$cmd")
+done
 cp bin/coda /tmp/coda_base
-pids=()
+jobs_max=$(nproc)
+rc=0
 for v in "$@"; do
   name=${v%%=*} flags=${v#*=}
-  o=/tmp/ab_$name.o
-  c=${cmd/ -c / $flags -c }
-  c=${c/ -o $obj/ -o $o}
-  l=${link/ $obj / $o }
+  l=$link
+  pids=()
+  for i in "${!objs[@]}"; do
+    o=/tmp/ab_${name}_$i.o
+    c=${cmds[$i]/ -c / $flags -c }
+    c=${c/ -o ${objs[$i]}/ -o $o}
+    l=${l/ ${objs[$i]} / $o }
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    (eval "$c") >"/tmp/ab_${name}_$i.log" 2>&1 &
+    pids+=("$!")
+  done
+  ok=1
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { ok=0; echo "ab-variants: $name: ${objs[$i]} failed (/tmp/ab_${name}_$i.log):" >&2; tail -5 "/tmp/ab_${name}_$i.log" >&2; }
+  done
   l=${l/ -o bin\/coda / -o \/tmp\/coda_$name }
-  ( eval "$c" && eval "$l" ) >"/tmp/ab_$name.log" 2>&1 &
-  pids+=("$!:$name")
-done
-rc=0
-for p in "${pids[@]}"; do
-  if wait "${p%%:*}"; then
-    echo "ab-variants: /tmp/coda_${p#*:} ($(md5sum </tmp/ab_${p#*:}.o | cut -c1-8))"
+  if [ $ok = 1 ] && (eval "$l") >"/tmp/ab_$name.log" 2>&1; then
+    echo "ab-variants: /tmp/coda_$name (${#objs[@]} units: $(cat /tmp/ab_${name}_*.o | md5sum | cut -c1-8))"
   else
-    echo "ab-variants: ${p#*:} failed (/tmp/ab_${p#*:}.log):" >&2
-    tail -5 "/tmp/ab_${p#*:}.log" >&2
+    echo "ab-variants: $name failed" >&2
     rc=1
   fi
 done
