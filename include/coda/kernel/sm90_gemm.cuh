@@ -419,11 +419,6 @@ struct Sm90Gemm {
   static constexpr bool kStsm = true;
 #endif
   static constexpr int kStsmSlots = kStsm ? kEpiSlots : 1;
-#ifdef CODA_STSM_GROUP
-  static constexpr int kStsmGroup = CODA_STSM_GROUP;
-#else
-  static constexpr int kStsmGroup = 4;
-#endif
   static constexpr bool in_tile_outs_valid() {
     for (int o = 0; o < 8; ++o) {
       const int i = epi::out_tile(kRes, o);
@@ -615,26 +610,18 @@ struct Sm90Gemm {
     // stmatrix.x4 at the fourth (coda/kernel/staging.hpp: stsm_off): a quarter of the store
     // instructions of a 4-byte store per pair, into the same layout.
     CUTE_DEVICE void put_matrix(int o, const epi::Frag& f, uint32_t w) const {
-      const int k = f.slot & (kStsmGroup - 1);
-      if (k < kStsmGroup - 1) {
+      const int k = f.slot & 3;
+      if (k < 3) {
         sstash[kStsmSlots > 1 ? o : 0][k] = w;
         return;
       }
       const uint32_t(&g)[3] = sstash[kStsmSlots > 1 ? o : 0];
       const uint8_t* region = kEs == 2 && out_tile(o) >= 0 ? tiles + out_tile(o) * kTileSlotBytes : buf + out_offset(o, kEs);
-      const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(region));
-#ifdef CODA_STSM_REMAT
-      const uint32_t stsm_lane = stsm_lane_off(int(threadIdx.x) & 31, (int(threadIdx.x) >> 5) & 3);
-#endif
-      if constexpr (kStsmGroup == 4) {
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         base + stsm_off(stsm_lane, jj_of(f) - 1)),
-                     "r"(g[0]), "r"(g[1]), "r"(g[2]), "r"(w));
-      } else {
-        asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(
-                         base + stsm_off(stsm_lane, jj_of(f))),
-                     "r"(g[0]), "r"(w));
-      }
+      const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(region)) + stsm_off(stsm_lane, jj_of(f) - 1);
+      // NOTES: two pair slots per stmatrix.x2 (one word held) spilled 8 bytes where x4 did not
+      // (the residual program, CUDA 13.0): the held words are not the pressure (bench/NOTES.md 2026-12-06 second).
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(g[0]),
+                   "r"(g[1]), "r"(g[2]), "r"(w));
     }
     // A same-width 16-bit direct output, interior visit: the words of pair slots jj (even) and jj + 1
     // of row half b go out together. The quad's eight words are exchanged by two shuffles so that
