@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Alternating A/B rounds of `coda bench`: every setting once per round, in order, one process each,
-# then the medians (scripts/rounds_summary.py). On an H100 one process against another moves by
+# Alternating A/B rounds of `coda bench`: every setting once per round, one process each, each round
+# starting one setting later (round 1: A B C, round 2: B C A, ...), then the medians
+# (scripts/rounds_summary.py). On an H100 one process against another moves by
 # 5-7%; a choice made from one sample each was reversed by three rounds (bench/NOTES.md, 2026-12-06).
 #
 #   scripts/ab-rounds.sh ROUNDS NAME=SETTING [NAME=SETTING ...] -- FILTER [FILTER ...]
@@ -33,8 +34,13 @@ log=$(mktemp)
 [ -n "${OUT:-}" ] && mkdir -p "$OUT" && log="$OUT/rounds.log"
 : >"$log"
 export LD_LIBRARY_PATH=$root/build/lib:${LD_LIBRARY_PATH:-}
+n=${#settings[@]}
 for ((r = 1; r <= rounds; ++r)); do
-  for s in "${settings[@]}"; do
+  # Round r starts at setting (r - 1) mod n: the second of two identical settings ran 0.9% faster
+  # in every round on an H100 (an A/A test, bench/NOTES.md 2026-12-06 second), so a fixed order
+  # biases the medians.
+  for ((i = 0; i < n; ++i)); do
+    s=${settings[$(((r - 1 + i) % n))]}
     name=${s%%=*}
     bin=$root/build/bin/coda
     envs=()

@@ -105,9 +105,9 @@ class AbRoundsScriptTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         bench = [l for l in p.stdout.splitlines() if l.startswith("r")]
         self.assertEqual(len(bench), 3 * 2 * 2)  # rounds x settings x cases
-        # alternating: round 1 base, round 1 fast, round 2 base, ...
+        # alternating, each round starting one setting later: r1 base fast, r2 fast base, r3 base fast
         order = [(l.split()[0], l.split()[1]) for l in bench[::2]]
-        self.assertEqual(order, [("r1", "base:"), ("r1", "fast:"), ("r2", "base:"), ("r2", "fast:"),
+        self.assertEqual(order, [("r1", "base:"), ("r1", "fast:"), ("r2", "fast:"), ("r2", "base:"),
                                  ("r3", "base:"), ("r3", "fast:")])
         self.assertIn("lmhead.case_b", p.stdout)
         self.assertEqual(p.stdout.count("faster in 3 of 3 rounds (every round)"), 2)
