@@ -470,7 +470,6 @@ struct Sm90Gemm {
     // SwiGLU backward: LDS, ~40 instructions, STS, LDS, ...). visit_chunk issues the loads
     // kPreAhead pairs before the program needs them instead.
     mutable uint32_t pre[kReadAhead ? kTmaTiles : 1][16][2];
-    mutable bool pre_on;  // set by visit_chunk: the interior visit reads pre
     // The direct outputs (epi::store_direct) at the thread's first column of the chunk, in its rows
     // b = 0, 1 (entries of outputs the program never stores are dead code); words held for a wider
     // store: [0] the first half of the double-width pair being stored (interior visit: its two
@@ -480,7 +479,8 @@ struct Sm90Gemm {
     mutable uint32_t dstash[kDirectSlots > 1 ? 1 + 2 * kEpiSlots : 1];
     // Set by visit_chunk for the interior visit: every pair slot is visited, in order, and each
     // same-width output is stored once per pair with store2 (the rule of epi::store_direct), so
-    // stores may be grouped across pair slots (put_quad, put_matrix).
+    // stores may be grouped across pair slots (put_quad, put_matrix), and tile words are read ahead
+    // (pre).
     mutable bool interior;
     // Staged same-width 16-bit outputs, interior visit: the lane's stmatrix row offset
     // (sm90::stsm_lane_off) and the words of the group's first three pair slots, per output.
@@ -499,7 +499,7 @@ struct Sm90Gemm {
     // Tile i's word holding column n of the pair (read ahead, or from shared memory now).
     CUTE_DEVICE uint32_t tile_word(int i, const epi::Frag& f, int n) const {
       const int c = pair_col(i, f, n);
-      if (kReadAhead && pre_on) return pre[i][f.slot][c >> 1];
+      if (kReadAhead && interior) return pre[i][f.slot][c >> 1];
       return *reinterpret_cast<const uint32_t*>(pair_at(i, f.slot) + 2 * (c & ~1));
     }
 
@@ -530,7 +530,7 @@ struct Sm90Gemm {
       return pair_at(i, f.slot) + 2 * pair_col(i, f, n);
     }
     CUTE_DEVICE float tile(int i, const epi::Frag& f, int n) const {
-      if (i < kTmaTiles && pre_on) {  // a TMA tile: kReadAhead holds
+      if (i < kTmaTiles && interior) {  // a TMA tile: kReadAhead holds, pre holds its words
         const uint32_t w = tile_word(i, f, n);
         return to_float(static_cast<unsigned short>(pair_col(i, f, n) & 1 ? w >> 16 : w & 0xffffu));
       }
@@ -551,14 +551,17 @@ struct Sm90Gemm {
     }
     // Output o's staging address at its column n, one of the pair's: f.n / 2 (half width), f.n or
     // f.n + 1 (same width), 2 f.n .. 2 f.n + 3 (double width).
+    // Output o's staged chunk: over tile operand out_tile(o) (its layout: the same width; fp32 is
+    // refused by the host), or its place in the staging buffer.
+    CUTE_DEVICE uint8_t* out_base(int o) const {
+      return kEs == 2 && out_tile(o) >= 0 ? tiles + out_tile(o) * kTileSlotBytes : buf + out_offset(o, kEs);
+    }
     CUTE_DEVICE uint8_t* out_at(int o, const epi::Frag& f, int n) const {
       constexpr int kHalf = kRes.half_outs, kWide = kRes.wide_outs;
-      // over tile operand out_tile(o): its layout (the same width; fp32: refused by the host)
       if (kEs == 2 && out_tile(o) >= 0) return tile_at(out_tile(o), f, n);
-      if ((kHalf >> o) & 1) return buf + out_offset(o, kEs) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
-      if ((kWide >> o) & 1)
-        return buf + out_offset(o, kEs) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
-      return buf + out_offset(o, kEs) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
+      if ((kHalf >> o) & 1) return out_base(o) + stage_off(out_half, jj_of(f), b_of(f), 1, kEs);
+      if ((kWide >> o) & 1) return out_base(o) + stage_off(out_wide, jj_of(f), b_of(f), 4, kEs) + (n - 2 * f.n) * kEs;
+      return out_base(o) + stage_off(out_full, jj_of(f), b_of(f), 2, kEs) + (n - f.n) * kEs;
     }
     // Direct output o's (epi::store_direct) address at its column n of the pair.
     CUTE_DEVICE uint8_t* direct_at(int o, const epi::Frag& f, int n) const {
@@ -593,7 +596,7 @@ struct Sm90Gemm {
       } else {
         const uint32_t w = *reinterpret_cast<const uint32_t*>(&h);
         if (!out_direct(o)) put_staged(o, f, a, h);
-        else if (!(kQuadInterior ? interior : pre_on)) *reinterpret_cast<uint32_t*>(a) = w;
+        else if (!(interior && (kQuadInterior || kReadAhead))) *reinterpret_cast<uint32_t*>(a) = w;
         else if (out_per(o) == 2) put_quad(o, f, a, w);
         else if (n == 2 * f.n) dstash[0] = w;
         else *reinterpret_cast<uint2*>(a - 2 * kEs) = make_uint2(dstash[0], w);
@@ -616,8 +619,7 @@ struct Sm90Gemm {
         return;
       }
       const uint32_t(&g)[3] = sstash[kStsmSlots > 1 ? o : 0];
-      const uint8_t* region = kEs == 2 && out_tile(o) >= 0 ? tiles + out_tile(o) * kTileSlotBytes : buf + out_offset(o, kEs);
-      const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(region)) + stsm_off(stsm_lane, jj_of(f) - 1);
+      const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(out_base(o))) + stsm_off(stsm_lane, jj_of(f) - 1);
       // NOTES: two pair slots per stmatrix.x2 (one word held) spilled 8 bytes where x4 did not
       // (the residual program, CUDA 13.0): the held words are not the pressure (bench/NOTES.md 2026-12-06 second).
       asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(g[0]),
@@ -735,7 +737,6 @@ struct Sm90Gemm {
   CUTE_DEVICE static void visit_chunk(const Params& p, const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx,
                                       const Accum& accum, int m0, int n0) {
     constexpr bool kPre = kReadAhead && !kChecked;
-    ctx.pre_on = kPre;
     ctx.interior = !kChecked;
     if constexpr (kPre) {
       CUTE_UNROLL

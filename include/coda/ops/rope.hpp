@@ -72,9 +72,9 @@ struct Rope {
   static constexpr int kColFreq = 0;  // bound periodic: column n reads freqs[(n mod head_dim) / 2]
   static constexpr int kOut = 0;
   // the frequencies; a sin/cos table; two chunks per visit-loop iteration (half the accumulator
-  // moves; 1B QKV ~1% faster on an H200, within the rounds' spread on an H100). NOTES: it spilled (12-56 bytes) until the
-  // pipeline's masks left the consumer loop and the staging stores went out as stmatrix
-  // (bench/NOTES.md 2026-12-04 third, 2026-12-06 second).
+  // moves; 1B QKV ~1% faster on an H200, within the rounds' spread on an H100). NOTES: it spilled
+  // (12-56 bytes) until the pipeline's masks left the consumer loop and the staging stores went out
+  // as stmatrix (bench/NOTES.md 2026-12-04 third, 2026-12-06 second).
   static constexpr epi::Resources kResources = epi::chunk_visits({0, 0, 0, 0, 0, 1, 1}, 2);
   static constexpr uint32_t kRotNone = 1;  // span flag (program.hpp): no column rotates (v heads)
   static constexpr uint32_t kNoRotation = kRotNone;
