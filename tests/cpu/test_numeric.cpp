@@ -99,8 +99,10 @@ TEST(Numeric, RopeAngleReductionIsExactForLargePositions) {
   EXPECT_GT(worst_naive, 100 * worst);
 }
 
-// The GPU's table fill computes 2 pi * turns in one multiply (rope_radians_at); it must round to the
-// same fp32 angle as radians_of_turns(rope_turns_at(...)), which the emulator's meaning follows.
+// The GPU's table fill computes 2 pi * turns in one multiply (rope_radians_scaled by the row's
+// rope_row_scale, which is rope_radians_at); it must round to the same fp32 angle as
+// radians_of_turns(rope_turns_at(...)), which the emulator's meaning follows, and a negative
+// position must give NaN.
 TEST(Numeric, RopeRadiansMatchTheTwoStepAngle) {
   CODA_SEEDED_RNG(rng);
   std::vector<float> freqs;

@@ -111,13 +111,17 @@ CODA_HD float rope_turns_at(int pos, const RopeFreq& d) {
 }
 CODA_HD float rope_turns_at(int pos, float f_turns) { return rope_turns_at(pos, rope_freq(f_turns)); }
 // radians_of_turns(rope_turns_at(pos, d)), bit for bit, in one multiply: F * 2^-32 is exact, so
-// scaling 2 pi by 2^-32 instead (also exact) rounds the same product once.
-CODA_HD float rope_radians_at(int pos, const RopeFreq& d) {
+// scaling 2 pi by 2^-32 instead (also exact) rounds the same product once. The multiply's other
+// factor is the row's (rope_row_scale): NaN for a negative position, so a table fill needs no
+// select per angle.
+CODA_HD float rope_row_scale(int pos) {
   constexpr float kRadiansPerFraction = 6.28318530717958647692f * 2.3283064365386963e-10f;  // 2 pi 2^-32
-  const float a = static_cast<float>(static_cast<int32_t>(rope_fraction(static_cast<uint32_t>(pos), d))) *
-                  kRadiansPerFraction;
-  return pos < 0 ? NAN : a;
+  return pos < 0 ? NAN : kRadiansPerFraction;
 }
+CODA_HD float rope_radians_scaled(int pos, const RopeFreq& d, float row_scale) {
+  return static_cast<float>(static_cast<int32_t>(rope_fraction(static_cast<uint32_t>(pos), d))) * row_scale;
+}
+CODA_HD float rope_radians_at(int pos, const RopeFreq& d) { return rope_radians_scaled(pos, d, rope_row_scale(pos)); }
 CODA_HD void rope_sincos_at(int pos, float f_turns, float* s, float* c) {
   sincos_turns(rope_turns_at(pos, f_turns), s, c);
 }

@@ -269,7 +269,7 @@ struct Sm90Gemm {
   static constexpr int kColsPerThread = kTileN / 128;  // entries a thread stages per vector
   static_assert(kTileN % 128 == 0, "column staging: whole multiples of a warpgroup");
   template <int kVecs, int kN>
-  struct ColStorage {
+  struct alignas(16) ColStorage {  // 16: the RoPE table fill reads a column pair as one 8-byte load
     float v[2][kVecs][kN];  // [warpgroup][vector][tile column]
   };
   template <int kN>
@@ -359,10 +359,12 @@ struct Sm90Gemm {
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kRowsPerThread];  // a segment wider than a chunk, so far
     // ctx.rotation's angle per pair slot in radians, 2 pi times the turns exactly reduced to
     // [-1/2, 1/2) (the integer work of epi::rope_turns), valid for the chunk origin row rot_m and
-    // column phase rot_phase (the angle depends on the row and on the column modulo the
-    // frequencies' period). NOTES: angles, not sin and cos: 16 registers next to the 128
-    // accumulators fit the 168-register budget of a 384-thread kernel, 32 spill; sin and cos are
-    // then two SFU operations per pair. Radians, not turns: the 2 pi multiply once per fill.
+    // column key rot_phase (the angle depends on the row and on the column modulo the frequencies'
+    // period: the key is 0 where the period divides the chunk's columns, so every chunk of a row
+    // block has the same angles, else the chunk's origin column). NOTES: angles, not sin and cos:
+    // 16 registers next to the 128 accumulators fit the 168-register budget of a 384-thread
+    // kernel, 32 spill; sin and cos are then two SFU operations per pair. Radians, not turns: the
+    // 2 pi multiply once per fill.
     float rot_a[kRes.rotation ? 16 : 1];
     int rot_m, rot_phase;
   };
@@ -691,25 +693,29 @@ struct Sm90Gemm {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
       epi::sincos_radians(acc.rot_a[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
     }
-    // Pair slot j = 2 jj + b: frequency jj, row b.
+    // Pair slot j = 2 jj + b: frequency jj, row b. NOTES: the frequency's decoded pair (multiplier,
+    // shift) is one 8-byte shared load at a computed address, and a negative position's NaN comes
+    // from the row's scale (epi::rope_row_scale), not from a select per angle: 4-5 instructions an
+    // angle where the selects over the column-vector slots and the NaN select took 8
+    // (scripts/sass_epilogue.py; bench/NOTES.md 2026-12-06, fourth).
     CUTE_DEVICE void fill_rotation() const {
-      const int pos = p.epi.rotation_pos, freq = p.epi.rotation_freq;
+      const int pos = p.epi.rotation_pos;
       int ps[2] = {0, 0};
+      float scale[2];
       CUTE_UNROLL
       for (int b = 0; b < 2; ++b) {
         CUTE_UNROLL
         for (int i = 0; i < kEpiSlots; ++i) ps[b] = i == pos ? rowi[i][b] : ps[b];  // selects: slots stay registers
+        scale[b] = epi::rope_row_scale(ps[b]);
       }
+      const float* fc = cols + p.epi.rotation_freq * kTileN;  // the pair's two columns: its frequency decoded
       CUTE_UNROLL
-      for (int jj = 0; jj < 8; ++jj) {  // the pair's two columns: its frequency decoded (epilogue's staging)
-        epi::RopeFreq d{0u, 0u};
+      for (int jj = 0; jj < 8; ++jj) {
+        // 8-byte aligned: the thread's first column is even, the column vectors 16-byte aligned
+        const float2 w = *reinterpret_cast<const float2*>(fc + 8 * jj);
+        const epi::RopeFreq d{__float_as_uint(w.x), __float_as_uint(w.y)};
         CUTE_UNROLL
-        for (int i = 0; i < kColVecs; ++i) {
-          d.m = i == freq ? __float_as_uint(cols[i * kTileN + 8 * jj]) : d.m;
-          d.sh = i == freq ? __float_as_uint(cols[i * kTileN + 8 * jj + 1]) : d.sh;
-        }
-        CUTE_UNROLL
-        for (int b = 0; b < 2; ++b) acc.rot_a[2 * jj + b] = epi::rope_radians_at(ps[b], d);
+        for (int b = 0; b < 2; ++b) acc.rot_a[2 * jj + b] = epi::rope_radians_scaled(ps[b], d, scale[b]);
       }
     }
   };
@@ -1127,6 +1133,15 @@ struct Sm90Gemm {
     }
     acc.rot_m = -1;  // the rotation table is refilled for every tile
     acc.rot_phase = -1;
+    // Every chunk of a row block has the same angles where the frequencies' period divides the
+    // chunk's columns (RoPE at head_dim 64). NOTES: once per tile; the phase as cn0 % period was an
+    // integer division in every chunk (~26 SASS instructions, with a dynamically indexed parameter
+    // load).
+    bool rot_shared = false;
+    if constexpr (kRes.rotation != 0) {
+      const int period = p.epi.cols[p.epi.rotation_freq].period;
+      rot_shared = period > 0 && kChunkCols % period == 0;
+    }
     // The tile's column vectors into shared memory. The previous tile's last chunk read them before
     // its final barrier; this chunk loop's first barrier orders these writes before any read.
     // The rotation's frequencies go in decoded (epi::RopeFreq), once per tile: a pair's two columns
@@ -1289,8 +1304,7 @@ struct Sm90Gemm {
       // the launch's flags per pair).
       const uint32_t cflags = flags_of(p.program, cn0, cn0 + kChunkCols);
       if constexpr (kRes.rotation != 0) {  // the angles depend on the rows and the column phase only
-        const int period = p.epi.cols[p.epi.rotation_freq].period;
-        const int phase = period > 0 ? cn0 % period : cn0;
+        const int phase = rot_shared ? 0 : cn0;  // TileAcc::rot_phase
         const bool rotates = kChecked || !(cflags & epi::no_rotation_flag<Program>());
         if (rotates && !(acc.rot_m == cm0 && acc.rot_phase == phase) && !(p.debug & 2)) {
           ctx.fill_rotation();
