@@ -4,7 +4,11 @@ GEMM of the same shape (coda's and cuBLAS's), each run back to back for a few se
 nvidia-smi samples the GPU. Answers whether a fused epilogue slows the GEMM through the clock
 (power draw) rather than through the kernel's own schedule (bench/NOTES.md).
 
-  CODA_LIBRARY=build/lib/libcoda.so PYTHONPATH=python python3 scripts/clock_probe.py [--seconds 3]
+  CODA_LIBRARY=build/lib/libcoda.so PYTHONPATH=python python3 scripts/clock_probe.py [--seconds 3] [--graph]
+
+"host us" is the host's time per call (Python, the op's dispatch and the C ABI call); where it is
+above "us/launch" the GPU waits for the host and the ratio measures the wrapper, not the kernel.
+--graph replays each group of ten calls from a captured CUDA graph (no per-call host work).
 """
 
 import argparse
@@ -16,7 +20,7 @@ import torch
 import coda
 
 
-def sample(fn, seconds):
+def sample(fn, seconds, graph):
     smi = subprocess.Popen(
         ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
          "--format=csv,noheader,nounits", "-lms", "25"],
@@ -24,13 +28,21 @@ def sample(fn, seconds):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    step = lambda: [fn() for _ in range(10)]
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        step = g.replay
+    host = 0.0
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     n = 0
     t0 = time.time()
     start.record()
     while time.time() - t0 < seconds:
-        for _ in range(10):
-            fn()
+        h0 = time.perf_counter()
+        step()
+        host += time.perf_counter() - h0
         n += 10
         torch.cuda.synchronize()  # keeps the host from queueing far ahead of the samples
     stop.record()
@@ -49,12 +61,13 @@ def sample(fn, seconds):
     power = sorted(r[1] for r in rows)
     reasons = sorted({r[2] for r in rows})
     med = lambda v: v[len(v) // 2] if v else float("nan")
-    return start.elapsed_time(stop) * 1e3 / n, med(clocks), med(power), reasons
+    return start.elapsed_time(stop) * 1e3 / n, med(clocks), med(power), reasons, host * 1e6 / n
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--graph", action="store_true", help="replay the calls from CUDA graphs")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -78,16 +91,31 @@ def main():
         cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
         cases.append((name, "cublas", lambda: a @ b.t()))
 
+    def add_rope(name, m, k, heads):
+        hq, hkv, hd = heads
+        n = (hq + 2 * hkv) * hd
+        a = torch.randn(m, k, device=dev, dtype=bf)
+        b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
+        r = torch.rand(m, device=dev, dtype=torch.float32) + 0.5
+        pos = (torch.arange(m, device=dev, dtype=torch.int32) % 8192).contiguous()
+        i = torch.arange(hd // 2, device=dev, dtype=torch.float64)
+        freqs = (500000.0 ** (-2.0 * i / hd) / (2 * torch.pi)).to(torch.float32)
+        cases.append((name, "fused", lambda: coda.gemm_rmsnorm_rope(a, b, r, pos, freqs, heads)))
+        cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
+        cases.append((name, "cublas", lambda: a @ b.t()))
+
     add_residual("residual 1b.oproj", 16384, 2048, 2048)
+    add_rope("rope 1b.qkv", 16384, 2048, (32, 8, 64))
+    add_rope("rope 8b.qkv", 8192, 4096, (32, 8, 128))
     add_residual("residual 8b.oproj", 8192, 4096, 4096)
     add_swiglu("swiglu 1b.gateup", 16384, 16384, 2048)
-    print(f"{'case':<22} {'kernel':<10} {'us/launch':>10} {'SM MHz':>8} {'W':>7}  x cuBLAS  throttle reasons")
+    print(f"{'case':<22} {'kernel':<10} {'us/launch':>10} {'host us':>8} {'SM MHz':>8} {'W':>7}  x cuBLAS  throttle reasons")
     for _, _, fn in cases:  # a first pass brings the GPU to its sustained (power-capped) state
-        sample(fn, args.seconds)
-    rows = [(name, kind, *sample(fn, args.seconds)) for name, kind, fn in cases]
+        sample(fn, args.seconds, args.graph)
+    rows = [(name, kind, *sample(fn, args.seconds, args.graph)) for name, kind, fn in cases]
     base = {name: us for name, kind, us, *_ in rows if kind == "cublas"}  # this pass's cuBLAS
-    for name, kind, us, mhz, w, reasons in rows:
-        print(f"{name:<22} {kind:<10} {us:10.1f} {mhz:8.0f} {w:7.1f}  {us / base[name]:7.3f}  {' '.join(reasons)}")
+    for name, kind, us, mhz, w, reasons, host in rows:
+        print(f"{name:<22} {kind:<10} {us:10.1f} {host:8.1f} {mhz:8.0f} {w:7.1f}  {us / base[name]:7.3f}  {' '.join(reasons)}")
 
 
 if __name__ == "__main__":
