@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
+#   scripts/device-run.sh [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
 # Default: smoke abi tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
 # abi: tests/abi through ctest (libcoda.so's exports; every C entry point from a python3 that has
 # imported torch, with one GEMM on torch's CUDA tensors).
@@ -12,7 +12,8 @@
 # train (not a default step): examples/train_llama.py on one GPU (coda, eager, compile; about 3
 # minutes on an H200), its records and plot copied to $OUT (docs/training.md).
 # Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
-# CUTLASS headers).
+# CUTLASS headers). unpack: the binaries scripts/pack-binaries.sh left in build-carry/ (carried)
+# into build/.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -23,7 +24,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(smoke abi tests sanitizer bench)
 bench_args=()
 for s in "${steps[@]}"; do  # the words that are not steps: filters for bench and peers
-  case "$s" in build | smoke | abi | tests | sanitizer | bench | peers) ;; *) bench_args+=("$s") ;; esac
+  case "$s" in unpack | build | smoke | abi | tests | sanitizer | bench | peers | train) ;; *) bench_args+=("$s") ;; esac
 done
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
@@ -33,6 +34,13 @@ cat "$OUT/gpu.txt"
 
 for s in "${steps[@]}"; do
   case "$s" in
+    unpack)
+      log "unpack: build-carry/ ($(tr '\n' ' ' <build-carry/COMMIT 2>/dev/null || echo 'no COMMIT file'))"
+      mkdir -p build/bin build/tests build/lib
+      for f in bin/coda tests/coda_gpu_tests lib/libcoda.so; do
+        xz -dc "build-carry/$(basename "$f").xz" >"build/$f" && chmod +x "build/$f" || log "unpack: build-carry/$(basename "$f").xz failed"
+      done
+      ;;
     build)
       log "build"
       start=$(date +%s)
