@@ -4,11 +4,16 @@ GEMM of the same shape (coda's and cuBLAS's), each run back to back for a few se
 nvidia-smi samples the GPU. Answers whether a fused epilogue slows the GEMM through the clock
 (power draw) rather than through the kernel's own schedule (bench/NOTES.md).
 
-  CODA_LIBRARY=build/lib/libcoda.so PYTHONPATH=python python3 scripts/clock_probe.py [--seconds 3] [--graph]
+  CODA_LIBRARY=build/lib/libcoda.so PYTHONPATH=python python3 scripts/clock_probe.py [--seconds 3]
+      [--graph | --flush] [--cases SUBSTR[,SUBSTR...]]
 
 "host us" is the host's time per call (Python, the op's dispatch and the C ABI call); where it is
 above "us/launch" the GPU waits for the host and the ratio measures the wrapper, not the kernel.
 --graph replays each group of ten calls from a captured CUDA graph (no per-call host work).
+--flush writes 256 MiB before every call and times each call alone with CUDA events, as
+`coda bench` does: the same kernels measured both ways tell what back-to-back launches cost.
+CODA_DEBUG_EPILOGUE (launch_host.hpp) applies to the fused calls here too (e.g. 16: no output
+stores), which splits a gap between the epilogue's parts.
 """
 
 import argparse
@@ -20,7 +25,7 @@ import torch
 import coda
 
 
-def sample(fn, seconds, graph):
+def sample(fn, seconds, graph, flush):
     smi = subprocess.Popen(
         ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active",
          "--format=csv,noheader,nounits", "-lms", "25"],
@@ -29,6 +34,16 @@ def sample(fn, seconds, graph):
         fn()
     torch.cuda.synchronize()
     step = lambda: [fn() for _ in range(10)]
+    timed = []  # --flush: (start, stop) events around each call
+    if flush is not None:
+        def step():
+            for _ in range(10):
+                flush.zero_()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                fn()
+                e1.record()
+                timed.append((e0, e1))
     if graph:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
@@ -61,13 +76,16 @@ def sample(fn, seconds, graph):
     power = sorted(r[1] for r in rows)
     reasons = sorted({r[2] for r in rows})
     med = lambda v: v[len(v) // 2] if v else float("nan")
-    return start.elapsed_time(stop) * 1e3 / n, med(clocks), med(power), reasons, host * 1e6 / n
+    gpu_ms = sum(a.elapsed_time(b) for a, b in timed) if timed else start.elapsed_time(stop)
+    return gpu_ms * 1e3 / n, med(clocks), med(power), reasons, host * 1e6 / n
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--graph", action="store_true", help="replay the calls from CUDA graphs")
+    ap.add_argument("--flush", action="store_true", help="flush L2 before each call, time each call alone")
+    ap.add_argument("--cases", default="", help="comma-separated substrings of the case names to run")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -109,10 +127,16 @@ def main():
     add_rope("rope 8b.qkv", 8192, 4096, (32, 8, 128))
     add_residual("residual 8b.oproj", 8192, 4096, 4096)
     add_swiglu("swiglu 1b.gateup", 16384, 16384, 2048)
+    if args.graph and args.flush:
+        ap.error("--graph and --flush do not combine")
+    if args.cases:
+        keep = [c for c in args.cases.split(",") if c]
+        cases = [c for c in cases if any(k in c[0] for k in keep)]
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev) if args.flush else None
     print(f"{'case':<22} {'kernel':<10} {'us/launch':>10} {'host us':>8} {'SM MHz':>8} {'W':>7}  x cuBLAS  throttle reasons")
     for _, _, fn in cases:  # a first pass brings the GPU to its sustained (power-capped) state
-        sample(fn, args.seconds, args.graph)
-    rows = [(name, kind, *sample(fn, args.seconds, args.graph)) for name, kind, fn in cases]
+        sample(fn, args.seconds, args.graph, flush)
+    rows = [(name, kind, *sample(fn, args.seconds, args.graph, flush)) for name, kind, fn in cases]
     base = {name: us for name, kind, us, *_ in rows if kind == "cublas"}  # this pass's cuBLAS
     for name, kind, us, mhz, w, reasons, host in rows:
         print(f"{name:<22} {kind:<10} {us:10.1f} {host:8.1f} {mhz:8.0f} {w:7.1f}  {us / base[name]:7.3f}  {' '.join(reasons)}")
