@@ -13,7 +13,8 @@
 # minutes on an H200), its records and plot copied to $OUT (docs/training.md).
 # Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
 # CUTLASS headers). unpack: the binaries scripts/pack-binaries.sh left in build-carry/ (carried)
-# into build/.
+# into build/: coda, coda_gpu_tests and libcoda.so only, so name the steps (abi needs the whole
+# build tree's ctest files), e.g. `unpack smoke tests sanitizer bench`.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
