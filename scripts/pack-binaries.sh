@@ -15,7 +15,6 @@ cmake --build build --target coda_cli coda_gpu_tests coda_gpu >/dev/null ||
   { echo "pack-binaries: cmake --build build failed (configure first: cmake --preset default)" >&2; exit 2; }
 mkdir -p build-carry
 for f in build/bin/coda build/tests/coda_gpu_tests build/lib/libcoda.so; do
-  [ -f "$f" ] || { echo "pack-binaries: $f is missing (build coda_cli coda_gpu_tests coda_gpu first)" >&2; exit 2; }
   xz -T0 -3 -c "$f" >"build-carry/$(basename "$f").xz"
 done
 git rev-parse HEAD >build-carry/COMMIT 2>/dev/null || echo unknown >build-carry/COMMIT

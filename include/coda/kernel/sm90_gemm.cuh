@@ -359,14 +359,14 @@ struct Sm90Gemm {
     float seg[kRes.seg_sums > 0 ? kRes.seg_sums : 1][kRowsPerThread];  // a segment wider than a chunk, so far
     // ctx.rotation's angle per pair slot in radians, 2 pi times the turns exactly reduced to
     // [-1/2, 1/2) (the integer work of epi::rope_turns), valid for the chunk origin row rot_m and
-    // column key rot_phase (the angle depends on the row and on the column modulo the frequencies'
+    // column key rot_key (the angle depends on the row and on the column modulo the frequencies'
     // period: the key is 0 where the period divides the chunk's columns, so every chunk of a row
-    // block has the same angles, else the chunk's origin column). NOTES: angles, not sin and cos:
+    // block has the same angles, else the chunk's origin column, so each chunk fills its own). NOTES: angles, not sin and cos:
     // 16 registers next to the 128 accumulators fit the 168-register budget of a 384-thread
     // kernel, 32 spill; sin and cos are then two SFU operations per pair. Radians, not turns: the
     // 2 pi multiply once per fill.
     float rot_a[kRes.rotation ? 16 : 1];
-    int rot_m, rot_phase;
+    int rot_m, rot_key;
   };
 
   // Output o's columns per accumulator pair (1, 2, 4: half, same, double width) and per chunk, and
@@ -1132,7 +1132,7 @@ struct Sm90Gemm {
       for (int r = 0; r < kRes.seg_sums; ++r) acc.seg[r][i] = 0.0f;
     }
     acc.rot_m = -1;  // the rotation table is refilled for every tile
-    acc.rot_phase = -1;
+    acc.rot_key = -1;
     // Every chunk of a row block has the same angles where the frequencies' period divides the
     // chunk's columns (RoPE at head_dim 64). NOTES: once per tile; the phase as cn0 % period was an
     // integer division in every chunk (~26 SASS instructions, with a dynamically indexed parameter
@@ -1304,12 +1304,12 @@ struct Sm90Gemm {
       // the launch's flags per pair).
       const uint32_t cflags = flags_of(p.program, cn0, cn0 + kChunkCols);
       if constexpr (kRes.rotation != 0) {  // the angles depend on the rows and the column phase only
-        const int phase = rot_shared ? 0 : cn0;  // TileAcc::rot_phase
+        const int key = rot_shared ? 0 : cn0;  // TileAcc::rot_key
         const bool rotates = kChecked || !(cflags & epi::no_rotation_flag<Program>());
-        if (rotates && !(acc.rot_m == cm0 && acc.rot_phase == phase) && !(p.debug & 2)) {
+        if (rotates && !(acc.rot_m == cm0 && acc.rot_key == key) && !(p.debug & 2)) {
           ctx.fill_rotation();
           acc.rot_m = cm0;
-          acc.rot_phase = phase;
+          acc.rot_key = key;
         }
       }
       if (p.debug & 2) {
