@@ -44,11 +44,15 @@ TEST(Block, SingleToken) {
   d.hidden = 64;
   d.ffn = 96;
   d.heads = HeadDims{2, 1, 32};
-  // One token: the per-row outputs (r1, r2) are single values, so each error is one draw of bf16
-  // rounding noise (~2^-9 / sqrt(64) relative for a 64-element row) and the ratio of the fused and
-  // unfused draws has no bound (the default epsilon failed 8 seeds in 100). An epsilon at about the
-  // noise of one row keeps the rule meaningful: a wrong rstd is off by far more.
-  expect_block_ok(d, emu::EmuConfig{8, 32}, 1e-3);
+  // One token: every output is a handful of independent bf16 rounding draws (r1 and r2 are one
+  // value each, dWdown and the norm-weight gradients are outer products or copies of one row), so
+  // the fused error can sit well above twice the unfused one by chance; design.md's small epsilon
+  // has to cover a draw's noise. Over 40,000 seeds at this shape the worst seed needed an epsilon
+  // of 1.7e-3 (r2, the one rstd) and 1.2e-3 (dWdown, dnorm1); the matrices' fused errors sit at
+  // 3e-3 to 8e-3. 1e-3 failed 1 seed in 2,000 (CI, 2026-12-06). 4e-3 leaves a wide margin and
+  // still fails an rstd 1% off (an error of 1e-2); the bugs the block check is for (a partial row,
+  // a missing residual, a swapped gate) are larger.
+  expect_block_ok(d, emu::EmuConfig{8, 32}, 4e-3);
 }
 
 TEST(Block, EmptyBatchIsANoOp) {
