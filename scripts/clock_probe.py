@@ -96,34 +96,33 @@ def main():
     bf = torch.bfloat16
     cases = []
 
-    def add_residual(name, m, n, k):
+    def add_case(name, m, n, k, fused):
+        """The fused operator on A [m, k], B [n, k] beside coda's plain GEMM and cuBLAS's."""
         a = torch.randn(m, k, device=dev, dtype=bf)
         b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
-        res = torch.randn(m, n, device=dev, dtype=bf)
-        w = torch.randn(n, device=dev, dtype=bf)
-        cases.append((name, "fused", lambda: coda.gemm_residual_rmsnorm_partial(a, b, w, res)))
+        cases.append((name, "fused", fused(a, b)))
         cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
         cases.append((name, "cublas", lambda: a @ b.t()))
 
+    def row_scale(m):
+        return torch.rand(m, device=dev, dtype=torch.float32) + 0.5
+
+    def add_residual(name, m, n, k):
+        res = torch.randn(m, n, device=dev, dtype=bf)
+        w = torch.randn(n, device=dev, dtype=bf)
+        add_case(name, m, n, k, lambda a, b: lambda: coda.gemm_residual_rmsnorm_partial(a, b, w, res))
+
     def add_swiglu(name, m, n, k):
-        a = torch.randn(m, k, device=dev, dtype=bf)
-        b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
-        r = torch.rand(m, device=dev, dtype=torch.float32) + 0.5
-        cases.append((name, "fused", lambda: coda.gemm_rmsnorm_swiglu(a, b, r, save_z=True)))
-        cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
-        cases.append((name, "cublas", lambda: a @ b.t()))
+        r = row_scale(m)
+        add_case(name, m, n, k, lambda a, b: lambda: coda.gemm_rmsnorm_swiglu(a, b, r, save_z=True))
 
     def add_rope(name, m, k, heads):
         hq, hkv, hd = heads
-        n = (hq + 2 * hkv) * hd
-        a = torch.randn(m, k, device=dev, dtype=bf)
-        b = torch.randn(n, k, device=dev, dtype=bf) * k ** -0.5
-        r = torch.rand(m, device=dev, dtype=torch.float32) + 0.5
+        r = row_scale(m)
         pos = (torch.arange(m, device=dev, dtype=torch.int32) % 8192).contiguous()
         freqs = coda.rope_frequencies(hd, device=dev)
-        cases.append((name, "fused", lambda: coda.gemm_rmsnorm_rope(a, b, r, pos, freqs, heads)))
-        cases.append((name, "coda gemm", lambda: coda.gemm(a, b)))
-        cases.append((name, "cublas", lambda: a @ b.t()))
+        add_case(name, m, (hq + 2 * hkv) * hd, k,
+                 lambda a, b: lambda: coda.gemm_rmsnorm_rope(a, b, r, pos, freqs, heads))
 
     for add, name, *shape in [(add_residual, "residual 1b.oproj", 16384, 2048, 2048),
                               (add_rope, "rope 1b.qkv", 16384, 2048, (32, 8, 64)),

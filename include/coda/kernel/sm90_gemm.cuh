@@ -361,10 +361,10 @@ struct Sm90Gemm {
     // [-1/2, 1/2) (the integer work of epi::rope_turns), valid for the chunk origin row rot_m and
     // column key rot_key (the angle depends on the row and on the column modulo the frequencies'
     // period: the key is 0 where the period divides the chunk's columns, so every chunk of a row
-    // block has the same angles, else the chunk's origin column, so each chunk fills its own). NOTES: angles, not sin and cos:
-    // 16 registers next to the 128 accumulators fit the 168-register budget of a 384-thread
-    // kernel, 32 spill; sin and cos are then two SFU operations per pair. Radians, not turns: the
-    // 2 pi multiply once per fill.
+    // block has the same angles, else the chunk's origin column, so each chunk fills its own).
+    // NOTES: angles, not sin and cos: 16 registers next to the 128 accumulators fit the
+    // 168-register budget of a 384-thread kernel, 32 spill; sin and cos are then two SFU
+    // operations per pair. Radians, not turns: the 2 pi multiply once per fill.
     float rot_a[kRes.rotation ? 16 : 1];
     int rot_m, rot_key;
   };
