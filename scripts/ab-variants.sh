@@ -14,20 +14,29 @@
 # each variant's units are compiled to their own objects and linked with bin/coda's link command,
 # the default objects swapped for them; build/ is left untouched. Needs a finished build in build/
 # (cmake --build build). All compiles run in parallel (up to `nproc` at once).
+# AB_TARGETS (environment, default bin/coda): the binaries to relink, space-separated, from
+# bin/coda, tests/coda_gpu_tests and lib/libcoda.so; each variant's goes to /tmp/<name>_NAME
+# (coda_NAME, coda_gpu_tests_NAME, libcoda.so_NAME), so the same units can be tested and timed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ $# -ge 2 ] || { sed -n 2,16p "$0" >&2; exit 2; }
 IFS=, read -r -a units <<<"$1"
 shift
 cd "$root/build" || exit 2
-link=$(ninja -t commands bin/coda | tail -1)
-[[ $link == *" -o bin/coda "* ]] || { echo "ab-variants: cannot find bin/coda's link command in build/" >&2; exit 2; }
+read -r -a targets <<<"${AB_TARGETS:-bin/coda}"
+links=()
+for t in "${targets[@]}"; do
+  l=$(ninja -t commands "$t" | tail -1)
+  [[ $l == *" -o $t "* ]] || { echo "ab-variants: cannot find $t's link command in build/" >&2; exit 2; }
+  links+=("$l")
+done
 objs=() cmds=()
 for u in "${units[@]}"; do
   obj=$u
   [[ $obj == *.o ]] || obj=CMakeFiles/coda_kernels.dir/generated/fused/$u.cu.o
   cmd=$(ninja -t commands "$obj" | tail -1 | sed -e 's/ -MD -MT [^ ]* -MF [^ ]*//')
-  [[ $cmd == *" -o $obj"* && $link == *" $obj "* ]] ||
+  [[ $cmd == *" -o $obj"* ]] && for l in "${links[@]}"; do [[ $l == *" $obj "* ]] || cmd=; done
+  [ -n "$cmd" ] ||
     { echo "ab-variants: cannot find $obj in build/'s compile and link commands" >&2; exit 2; }
   objs+=("$obj") cmds+=("$cmd")
 done
@@ -36,13 +45,11 @@ jobs_max=$(nproc)
 rc=0
 for v in "$@"; do
   name=${v%%=*} flags=${v#*=}
-  l=$link
   pids=()
   for i in "${!objs[@]}"; do
     o=/tmp/ab_${name}_$i.o
     c=${cmds[$i]/ -c / $flags -c }
     c=${c/ -o ${objs[$i]}/ -o $o}
-    l=${l/ ${objs[$i]} / $o }
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
     (eval "$c") >"/tmp/ab_${name}_$i.log" 2>&1 &
     pids+=("$!")
@@ -51,12 +58,18 @@ for v in "$@"; do
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { ok=0; echo "ab-variants: $name: ${objs[$i]} failed (/tmp/ab_${name}_$i.log):" >&2; tail -5 "/tmp/ab_${name}_$i.log" >&2; }
   done
-  l=${l/ -o bin\/coda / -o \/tmp\/coda_$name }
-  if [ $ok = 1 ] && (eval "$l") >"/tmp/ab_$name.log" 2>&1; then
-    echo "ab-variants: /tmp/coda_$name (${#objs[@]} units: $(cat /tmp/ab_${name}_*.o | md5sum | cut -c1-8))"
-  else
-    echo "ab-variants: $name failed" >&2
-    rc=1
-  fi
+  [ $ok = 1 ] || { echo "ab-variants: $name failed" >&2; rc=1; continue; }
+  for k in "${!targets[@]}"; do
+    t=${targets[$k]} l=${links[$k]}
+    for i in "${!objs[@]}"; do o=/tmp/ab_${name}_$i.o; l=${l/ ${objs[$i]} / $o }; done
+    dst=/tmp/$(basename "$t")_$name
+    l=${l/ -o ${t} / -o $dst }
+    if (eval "$l") >"/tmp/ab_${name}_link$k.log" 2>&1; then
+      echo "ab-variants: $dst (${#objs[@]} units: $(cat /tmp/ab_${name}_*.o | md5sum | cut -c1-8))"
+    else
+      echo "ab-variants: $name: linking $t failed (/tmp/ab_${name}_link$k.log)" >&2
+      rc=1
+    fi
+  done
 done
 exit $rc
