@@ -488,6 +488,11 @@ struct Sm90Gemm {
     // (sm90::stsm_lane_off) and the words of the group's first three pair slots, per output.
     uint32_t stsm_lane;
     mutable uint32_t sstash[kStsmSlots][3];
+    // RoPE's pair visit (visit_chunk_pair): the first chunk keeps each slot's sin and cos, the
+    // second reads them through rot_from (null, as the braced initializations leave it: the chunk
+    // computes its own).
+    mutable float rot_sc[kRes.rotation ? 16 : 1][2];
+    const ChunkCtx* rot_from;
 
     // The tile words of pair slot s, into pre.
     CUTE_DEVICE void preload(int s) const {
@@ -691,7 +696,18 @@ struct Sm90Gemm {
     // differ from the last fill.
     CUTE_DEVICE void rotation(const epi::Frag& f, int, int, float* s, float* c) const {
       static_assert(kRes.rotation != 0, "the program calls ctx.rotation: declare kResources.rotation = 1");
+      if constexpr (kPingpongV) {  // the pair visit's kernel (the cooperative one compiles as before)
+        if (rot_from) {
+          *s = rot_from->rot_sc[f.slot][0];
+          *c = rot_from->rot_sc[f.slot][1];
+          return;
+        }
+      }
       epi::sincos_radians(acc.rot_a[f.slot], s, c);  // NaN angle (negative position): NaN sin and cos
+      if constexpr (kPingpongV) {
+        rot_sc[f.slot][0] = *s;
+        rot_sc[f.slot][1] = *c;
+      }
     }
     // Pair slot j = 2 jj + b: frequency jj, row b. NOTES: the frequency's decoded pair (multiplier,
     // shift) is one 8-byte shared load at a computed address, and a negative position's NaN comes
@@ -768,6 +784,36 @@ struct Sm90Gemm {
         f.v[0] = accum(kOff + 4 * jj + 2 * b);
         f.v[1] = f.ok[1] ? accum(kOff + 4 * jj + 2 * b + 1) : 0.0f;
         prog(f, ctx);
+      }
+    }
+  }
+
+  // RoPE's pair visit: two chunks of one row block, pair slot by pair slot (the second chunk's
+  // columns 64 further), the rotation's sin and cos of a slot computed once for both (ctx1.rot_from
+  // = &ctx0). Outputs staged by 4-byte stores, not stmatrix groups: with both chunks' stashes live
+  // the kernel spilled 32 bytes. NOTES: bench/NOTES.md, 2026-12-07.
+  template <int kOff0, int kOff1, int OutDt, int TileDt, class Accum>
+  CUTE_DEVICE static void visit_chunk_pair(const Program& prog, const ChunkCtx<OutDt, TileDt>& ctx0,
+                                           const ChunkCtx<OutDt, TileDt>& ctx1, const Accum& accum, int m0, int n0) {
+    ctx0.interior = false;
+    ctx1.interior = false;
+    CUTE_UNROLL
+    for (int jj = 0; jj < 8; ++jj) {
+      CUTE_UNROLL
+      for (int b = 0; b < 2; ++b) {
+        epi::Frag f;
+        f.m = m0 + 8 * b;
+        f.slot = 2 * jj + b;
+        f.ok[0] = true;
+        f.ok[1] = true;
+        f.n = n0 + 8 * jj;
+        f.v[0] = accum(kOff0 + 4 * jj + 2 * b);
+        f.v[1] = accum(kOff0 + 4 * jj + 2 * b + 1);
+        prog(f, ctx0);
+        f.n = n0 + 64 + 8 * jj;
+        f.v[0] = accum(kOff1 + 4 * jj + 2 * b);
+        f.v[1] = accum(kOff1 + 4 * jj + 2 * b + 1);
+        prog(f, ctx1);
       }
     }
   }
@@ -1386,6 +1432,95 @@ struct Sm90Gemm {
       }
       trace.mark(kTrFlush);
     };
+    // RoPE's pair visit: a group of two chunks of one row block (the frequencies' period dividing a
+    // chunk: the tile's two heads share their angles) visited pair slot by pair slot, sin and cos
+    // once per slot for both (issue 8 item 1; 2.8% off RoPE 1B on an H100, bench/NOTES.md
+    // 2026-12-07). Both staging buffers must be free first (every earlier store has read
+    // shared memory), one barrier each side, one bulk group per chunk's store (so a later chunk's
+    // wait_read<1> keeps its meaning). Returns false where it does not apply (then the chunks run
+    // one after the other). Pingpong only: the cooperative unit spilled 12 bytes with it. Per-row
+    // outputs (ctx.row_store) are not written here (writing them changed the RoPE unit's schedule):
+    // no rotating program stores any, and one that did would fail the GPU tests' written checks.
+    constexpr bool kPairVisit = kPingpongV && kRes.rotation != 0 && kGroup == 2 && kGroup2 == 2 && kTmaTiles == 0 &&
+                                kRes.row_sums == 0 && kRes.row_lses == 0 && kRes.seg_sums == 0 && kColSums == 0 &&
+                                kRes.direct_outs == 0 && !kInTileOuts && kStaged;
+    auto pair_chunk = [&](int g) __attribute__((always_inline)) -> bool {
+      if constexpr (!kPairVisit) {
+        return false;
+      } else {
+        const int ci0 = 2 * g, cj0 = ci0 % kCJ, mi = ci0 / kCJ;
+        const auto base = tCcD(make_coord(make_coord(0, 0, 0), mi, 0));
+        const int r0 = get<0>(base), c0 = get<1>(base);
+        const int cm0 = gm0 + (r0 & ~(kChunkRows - 1));
+        const int cn0 = gn0 + ((c0 + 64 * cj0) & ~(kChunkCols - 1));
+        const uint32_t cflags = flags_of(p.program, cn0, cn0 + kChunkCols);
+        if (!rot_shared || p.epi_buffers != 2 || p.debug != 0 ||
+            cflags != flags_of(p.program, cn0 + kChunkCols, cn0 + 2 * kChunkCols))
+          return false;
+        if (t == 0) tma_store_wait_read<0>();
+        named_barrier_sync(1 + wg, 128);
+        uint8_t* buf0 = arena + (chunk_count & 1) * chunk_bytes;
+        uint8_t* buf1 = arena + ((chunk_count + 1) & 1) * chunk_bytes;
+        using Ctx = ChunkCtx<OutDt, TileDt>;
+        Ctx ctx0{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf0, nullptr, out_full, out_half, out_wide,
+                 tile_a, tile_w, acc, {}, {}, colbuf + c0 + 64 * cj0, {}, {}, {}, 0};
+        Ctx ctx1{p, {scalars[0], scalars[1], scalars[2], scalars[3]}, buf1, nullptr, out_full, out_half, out_wide,
+                 tile_a, tile_w, acc, {}, {}, colbuf + c0 + 64 * (cj0 + 1), {}, {}, {}, 0};
+        ctx0.stsm_lane = stsm_lane;
+        ctx1.stsm_lane = stsm_lane;
+        ctx0.rot_from = nullptr;
+        ctx1.rot_from = &ctx0;
+        CUTE_UNROLL
+        for (int i = 0; i < kEpiSlots; ++i) {
+          CUTE_UNROLL
+          for (int b = 0; b < 2; ++b) {
+            float v = tr.v[i][0][b];
+            int iv = tr.i[i][0][b];
+            CUTE_UNROLL
+            for (int k = 1; k < kMmaM; ++k) {
+              v = mi == k ? tr.v[i][k][b] : v;
+              iv = mi == k ? tr.i[i][k][b] : iv;
+            }
+            ctx0.rowv[i][b] = ctx1.rowv[i][b] = v;
+            ctx0.rowi[i][b] = ctx1.rowi[i][b] = iv;
+          }
+        }
+        if (!(acc.rot_m == cm0 && acc.rot_key == 0)) {  // rot_shared: the key is 0
+          ctx0.fill_rotation();
+          acc.rot_m = cm0;
+          acc.rot_key = 0;
+        }
+        with_flags(cflags, [&](auto mask) {
+          visit_chunk_pair<0, 32>(pinned<decltype(mask)::value>(p.program), ctx0, ctx1, accum, gm0 + r0,
+                                  gn0 + c0 + 64 * cj0);
+        });
+        fence_async_shared();
+        named_barrier_sync(1 + wg, 128);
+        if (t == 0) {
+          CUTE_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            uint8_t* buf = h ? buf1 : buf0;
+            CUTE_UNROLL
+            for (int o = 0; o < kEpiSlots; ++o) {
+              if (o >= p.epi.num_outs) continue;
+              const EpiOutput& out = p.epi.outs[o];
+              if (!out.defined) continue;
+              const int row_bytes = out_cols(o) * kEs;
+              const int box = row_bytes < 128 ? row_bytes : 128;
+              uint8_t* src = buf + out_offset(o, kEs);
+              CUTE_UNROLL
+              for (int bx = 0; bx < row_bytes / box; ++bx) {
+                const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
+                tma_store_2d(&out.tma, sm, (cn0 + 64 * h) / 2 * out_per(o) + bx * (box / kEs), cm0);
+              }
+            }
+            tma_store_commit();
+          }
+        }
+        chunk_count += 2;
+        return true;
+      }
+    };
 #ifdef CODA_SASS_INTERIOR_ONLY  // scripts/sass_epilogue.py: the interior visits only, for unambiguous counts
     const bool tile_inside = true;
 #else
@@ -1395,9 +1530,10 @@ struct Sm90Gemm {
 #pragma unroll 1
       for (int g = 0; g < kChunksPerTile / kGroup2; ++g) {
         if constexpr (kGroup2 == kGroup) {
-          unrolled<kGroup>([&](auto c) __attribute__((always_inline)) {
-            chunk(cute::Int<32 * decltype(c)::value>{}, cute::false_type{}, g * kGroup + c);
-          });
+          if (!pair_chunk(g))
+            unrolled<kGroup>([&](auto c) __attribute__((always_inline)) {
+              chunk(cute::Int<32 * decltype(c)::value>{}, cute::false_type{}, g * kGroup + c);
+            });
         } else {  // one visit copy for a pair of chunks, the second moved down between them
 #pragma unroll 1
           for (int h = 0; h < 2; ++h) {
