@@ -12,7 +12,9 @@ chunk visit covers 16 pairs per thread; a tile inside M x N visits kGroup chunks
 (sm90_gemm.cuh: the program's Resources::visit_chunks, else 2, or 1 for LSE programs), each with
 its own copy of the interior visit, so
 instructions / (16 copies) = SASS instructions per pair (--group, default 2).
-Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too).
+Also reported: the chunk loop's instructions outside the visit (per-chunk overhead, / 16 too), and
+RoPE's pair visit apart (`visit_chunk_pair`: `prog(f, ctx0)` and `prog(f, ctx1)`, 32 pairs per
+thread per visit, so its instructions / 32 = SASS per pair there; 0 in kernels without it).
 Instructions placed after a kernel's last EXIT are out-of-line blocks: where the visit has warp
 shuffles (a direct output's quad exchange), ptxas emits a copy of the surrounding code for a warp
 that reaches the shuffle diverged (the BRA.DIV targets), which a converged warp never executes.
@@ -48,6 +50,7 @@ def source_lines():
     find = lambda pat: [i + 1 for i, l in enumerate(lines) if pat in l]
     out = {
         "program": find("prog(f, ctx);"),
+        "pair": find("prog(f, ctx0);") + find("prog(f, ctx1);"),
         "interior": find("visit_chunk<false, kOff>(p, "),
         "edge": find("visit_chunk<true, kOff>(p, "),
         "epi_bf16": find("epilogue<kDtBF16, TileDt>("),
@@ -132,10 +135,12 @@ def main():
         if dt != "?" and has("tile_fp16"):
             dt += "/t16"
         if out_of_line:  # not executed by a converged warp: the interior visit's copies reported apart
-            if has("program") and has("interior"):
+            if (has("program") and has("interior")) or has("pair"):
                 counts[(func, dt)]["fallback"] += 1
             continue
-        if has("program"):
+        if has("pair"):
+            counts[(func, dt)]["pair"] += 1
+        elif has("program"):
             kind = "interior" if has("interior") else "edge" if has("edge") else "?"
             counts[(func, dt)][kind] += 1
             if args.dump == dt and kind == "interior":
@@ -146,12 +151,13 @@ def main():
             counts[(func, dt)]["chunk"] += 1
     if not counts:
         sys.exit("sass_epilogue: no epilogue instructions found (built without -lineinfo?)")
-    print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18} {'fallback/pair':>13}")
+    print(f"{'kernel':<90} {'out':>9} {'/pair':>6} {'edge/pair':>9} {'epilogue rest/pair':>18} {'fallback/pair':>13}"
+          f" {'pair visit/pair':>15}")
     for (func, dt), c in sorted(counts.items()):
         short = func if len(func) <= 90 else func[:87] + "..."
         per = 16 * args.group
         print(f"{short:<90} {dt:>9} {c['interior'] / per:6.1f} {c['edge'] / 16:9.1f} {c['chunk'] / per:18.1f}"
-              f" {c['fallback'] / per:13.1f}")
+              f" {c['fallback'] / per:13.1f} {c['pair'] / 32:15.1f}")
         top = ", ".join(f"{k} {v / per:.1f}" for k, v in ops[(func, dt)].most_common(12))
         print(f"    interior per pair: {top}")
 

@@ -24,7 +24,7 @@ class SassEpilogueTest(unittest.TestCase):
         cls.se = load("sass_epilogue")
         cls.marks = cls.se.source_lines()
 
-    def listing(self, in_line, out_of_line, kernel="sm90_gemm_kernel_X"):
+    def listing(self, in_line, out_of_line, kernel="sm90_gemm_kernel_X", pair=0):
         src = os.path.join(ROOT, self.se.KERNEL_SRC)
         m = self.marks
         frames = [m["program"][0], m["interior"][0], m["epi_bf16"][0]]  # innermost first
@@ -40,6 +40,12 @@ class SassEpilogueTest(unittest.TestCase):
         ops = ["FMUL R1, R2, R3", "FADD R4, R5, R6", "MUFU.EX2 R7, R8"]
         for i in range(in_line):
             insn(ops[i % 3])
+            if i == 0 and pair:  # RoPE's pair visit: prog(f, ctx0) / prog(f, ctx1) inside the epilogue
+                for j in range(pair):
+                    lines = [m["pair"][j % 2], m["epi_bf16"][0]]
+                    out.append("".join(f'\t//## File "{src}", line {l}\n' for l in lines) +
+                               f"        /*{addr:04x}*/                   {ops[j % 3]} ;\n")
+                    addr += 0x10
             if i == in_line // 2:
                 insn("@P0 EXIT", visit=False)
         insn("EXIT", visit=False)
@@ -63,11 +69,11 @@ class SassEpilogueTest(unittest.TestCase):
         self.assertFalse(any(r[3] for r in self.se.parse(text)))
 
     def test_counts_leave_the_fallback_copy_out(self):
-        in_line, out_of_line = 64, random.choice([0, 32, 96])
+        in_line, out_of_line, pair = 64, random.choice([0, 32, 96]), random.choice([0, 64, 352])
         with tempfile.TemporaryDirectory() as d:
             listing = os.path.join(d, "k.sass")
             with open(listing, "w") as f:
-                f.write(self.listing(in_line, out_of_line))
+                f.write(self.listing(in_line, out_of_line, pair=pair))
             tool = os.path.join(d, "fake_nvdisasm")
             with open(tool, "w") as f:
                 f.write(f"#!/bin/sh\ncat '{listing}'\n")
@@ -80,9 +86,11 @@ class SassEpilogueTest(unittest.TestCase):
         self.assertEqual(len(row), 1, res.stdout)
         fields = row[0].split()
         self.assertEqual(fields[1], "bf16")
-        per_pair, fallback = float(fields[2]), float(fields[-1])
+        per_pair, fallback, pair_visit = float(fields[2]), float(fields[-2]), float(fields[-1])
         self.assertAlmostEqual(per_pair, in_line / 32, places=1)  # 16 pairs x 2 visit copies
         self.assertAlmostEqual(fallback, out_of_line / 32, places=1)
+        self.assertAlmostEqual(pair_visit, pair / 32, places=1)  # 16 slots x 2 chunks
+        self.assertAlmostEqual(float(fields[4]), 0.0, places=1)  # the pair visit is not "the rest"
 
 
 if __name__ == "__main__":
