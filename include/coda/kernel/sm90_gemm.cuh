@@ -1246,6 +1246,25 @@ struct Sm90Gemm {
     // forward + backward 4x slower: bench/NOTES.md 2026-12-03 night and 2026-12-05).
     constexpr int kGroup2 =
         kGroup > 1 ? kGroup : (kVisit == 0 && kChunksPerTile % 2 == 0 && kRes.row_lses > 0 ? 2 : 1);
+    // The row operands of row block mi into a chunk's context (selects over the tile's row blocks,
+    // not an index: the slots stay registers).
+    auto select_rows = [&](auto& ctx, int mi) __attribute__((always_inline)) {
+      CUTE_UNROLL
+      for (int i = 0; i < kEpiSlots; ++i) {
+        CUTE_UNROLL
+        for (int b = 0; b < 2; ++b) {
+          float v = tr.v[i][0][b];
+          int iv = tr.i[i][0][b];
+          CUTE_UNROLL
+          for (int k = 1; k < kMmaM; ++k) {
+            v = mi == k ? tr.v[i][k][b] : v;
+            iv = mi == k ? tr.i[i][k][b] : iv;
+          }
+          ctx.rowv[i][b] = v;
+          ctx.rowi[i][b] = iv;
+        }
+      }
+    };
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
     auto chunk = [&](auto off_c, auto checked_c, int ci) __attribute__((always_inline)) {
       constexpr int kOff = decltype(off_c)::value;
@@ -1321,21 +1340,7 @@ struct Sm90Gemm {
         }
       }
       ctx.stsm_lane = stsm_lane;
-      CUTE_UNROLL
-      for (int i = 0; i < kEpiSlots; ++i) {
-        CUTE_UNROLL
-        for (int b = 0; b < 2; ++b) {  // row block mi of the tile's rows (a select, not an index)
-          float v = tr.v[i][0][b];
-          int iv = tr.i[i][0][b];
-          CUTE_UNROLL
-          for (int k = 1; k < kMmaM; ++k) {
-            v = mi == k ? tr.v[i][k][b] : v;
-            iv = mi == k ? tr.i[i][k][b] : iv;
-          }
-          ctx.rowv[i][b] = v;
-          ctx.rowi[i][b] = iv;
-        }
-      }
+      select_rows(ctx, mi);
       CUTE_UNROLL
       for (int r = 0; r < kRes.seg_sums; ++r) {
         CUTE_UNROLL
@@ -1470,21 +1475,8 @@ struct Sm90Gemm {
         ctx1.stsm_lane = stsm_lane;
         ctx0.rot_from = nullptr;
         ctx1.rot_from = &ctx0;
-        CUTE_UNROLL
-        for (int i = 0; i < kEpiSlots; ++i) {
-          CUTE_UNROLL
-          for (int b = 0; b < 2; ++b) {
-            float v = tr.v[i][0][b];
-            int iv = tr.i[i][0][b];
-            CUTE_UNROLL
-            for (int k = 1; k < kMmaM; ++k) {
-              v = mi == k ? tr.v[i][k][b] : v;
-              iv = mi == k ? tr.i[i][k][b] : iv;
-            }
-            ctx0.rowv[i][b] = ctx1.rowv[i][b] = v;
-            ctx0.rowi[i][b] = ctx1.rowi[i][b] = iv;
-          }
-        }
+        select_rows(ctx0, mi);
+        select_rows(ctx1, mi);
         if (!(acc.rot_m == cm0 && acc.rot_key == 0)) {  // rot_shared: the key is 0
           ctx0.fill_rotation();
           acc.rot_m = cm0;
