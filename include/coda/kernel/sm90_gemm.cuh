@@ -1265,6 +1265,34 @@ struct Sm90Gemm {
         }
       }
     };
+    // Thread 0 stores a staged chunk at (cm0, cn0), from buf (from the tile slots at tiles for an
+    // output staged over a tile operand), as one bulk group; with debug_c true, none where p.debug
+    // has 16 (CODA_DEBUG_EPILOGUE). Shared by the chunk visit and RoPE's pair visit (the SASS of
+    // each one's own copy before, cuobjdump). Unrolled over the slots: every offset, box and trip
+    // count below is a compile-time constant, so thread 0 (whose stores the next chunk's barrier
+    // waits for) issues them straight. NOTES: a runtime loop over p.epi.num_outs computed
+    // out_offset and the box count (an unsigned division) per output at run time: ~150 dependent
+    // instructions a chunk (SASS), and the publish phase took 2.1 K cycles a chunk for SwiGLU's two
+    // outputs against 0.7 K for one (trace, H200; bench/NOTES.md 2026-12-03 midday).
+    auto issue_stores = [&](auto debug_c, uint8_t* buf, uint8_t* tiles, int cm0, int cn0) __attribute__((always_inline)) {
+      CUTE_UNROLL
+      for (int o = 0; o < kEpiSlots; ++o) {
+        if (out_direct(o) || o >= p.epi.num_outs) continue;
+        const EpiOutput& out = p.epi.outs[o];
+        if (!out.defined) continue;
+        const int row_bytes = out_cols(o) * kEs;
+        const int box = row_bytes < 128 ? row_bytes : 128;
+        uint8_t* src = buf + out_offset(o, kEs);
+        if (out_tile(o) >= 0) src = tiles + out_tile(o) * kTileSlotBytes;  // the tile slot's boxes
+        CUTE_UNROLL
+        for (int bx = 0; bx < row_bytes / box; ++bx) {
+          const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
+          if (!(decltype(debug_c)::value && (p.debug & 16)))
+            tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / kEs), cm0);
+        }
+      }
+      tma_store_commit();
+    };
     // One chunk: ci its index in the tile, kOff its accumulator offset, kChecked the edge visit.
     auto chunk = [&](auto off_c, auto checked_c, int ci) __attribute__((always_inline)) {
       constexpr int kOff = decltype(off_c)::value;
@@ -1391,30 +1419,7 @@ struct Sm90Gemm {
       //    nothing to publish: only a one-slot ring's refill waits for every warp's visit.
       if constexpr (kStaged) fence_async_shared();
       if constexpr (kChunkEndBarrier) named_barrier_sync(1 + wg, 128);
-      if (kStaged && t == 0) {
-        // Unrolled over the slots: every offset, box and trip count below is a compile-time
-        // constant, so thread 0 (whose stores the next chunk's barrier waits for) issues them
-        // straight. NOTES: a runtime loop over p.epi.num_outs computed out_offset and the box
-        // count (an unsigned division) per output at run time: ~150 dependent instructions a chunk
-        // (SASS), and the publish phase took 2.1 K cycles a chunk for SwiGLU's two outputs against
-        // 0.7 K for one (trace, H200; bench/NOTES.md 2026-12-03 midday).
-        CUTE_UNROLL
-        for (int o = 0; o < kEpiSlots; ++o) {
-          if (out_direct(o) || o >= p.epi.num_outs) continue;
-          const EpiOutput& out = p.epi.outs[o];
-          if (!out.defined) continue;
-          const int row_bytes = out_cols(o) * kEs;
-          const int box = row_bytes < 128 ? row_bytes : 128;
-          uint8_t* src = buf + out_offset(o, kEs);
-          if (out_tile(o) >= 0) src = ctx.tiles + out_tile(o) * kTileSlotBytes;  // the tile slot's boxes
-          CUTE_UNROLL
-          for (int bx = 0; bx < row_bytes / box; ++bx) {
-            const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
-            if (!(p.debug & 16)) tma_store_2d(&out.tma, sm, cn0 / 2 * out_per(o) + bx * (box / kEs), cm0);
-          }
-        }
-        tma_store_commit();
-      }
+      if (kStaged && t == 0) issue_stores(cute::true_type{}, buf, ctx.tiles, cm0, cn0);
       // One tile-ring slot: every thread's visit has read it (the barrier above), so the next
       // chunk's loads go out now, beside this chunk's stores: after them, since an output staged
       // over a tile operand is stored from the slot (issue_tile_loads waits for those stores to
@@ -1490,24 +1495,8 @@ struct Sm90Gemm {
         named_barrier_sync(1 + wg, 128);
         if (t == 0) {
           CUTE_UNROLL
-          for (int h = 0; h < 2; ++h) {
-            uint8_t* buf = h ? buf1 : buf0;
-            CUTE_UNROLL
-            for (int o = 0; o < kEpiSlots; ++o) {
-              if (o >= p.epi.num_outs) continue;
-              const EpiOutput& out = p.epi.outs[o];
-              if (!out.defined) continue;
-              const int row_bytes = out_cols(o) * kEs;
-              const int box = row_bytes < 128 ? row_bytes : 128;
-              uint8_t* src = buf + out_offset(o, kEs);
-              CUTE_UNROLL
-              for (int bx = 0; bx < row_bytes / box; ++bx) {
-                const uint32_t sm = cute::cast_smem_ptr_to_uint(src + bx * kChunkRows * box);
-                tma_store_2d(&out.tma, sm, (cn0 + 64 * h) / 2 * out_per(o) + bx * (box / kEs), cm0);
-              }
-            }
-            tma_store_commit();
-          }
+          for (int h = 0; h < 2; ++h)  // p.debug is 0 here
+            issue_stores(cute::false_type{}, h ? buf1 : buf0, nullptr, cm0, cn0 + 64 * h);
         }
         chunk_count += 2;
         return true;
