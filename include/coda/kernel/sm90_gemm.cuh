@@ -1268,12 +1268,14 @@ struct Sm90Gemm {
     // Thread 0 stores a staged chunk at (cm0, cn0), from buf (from the tile slots at tiles for an
     // output staged over a tile operand), as one bulk group; with debug_c true, none where p.debug
     // has 16 (CODA_DEBUG_EPILOGUE). Shared by the chunk visit and RoPE's pair visit (the SASS of
-    // each one's own copy before, cuobjdump). Unrolled over the slots: every offset, box and trip
-    // count below is a compile-time constant, so thread 0 (whose stores the next chunk's barrier
-    // waits for) issues them straight. NOTES: a runtime loop over p.epi.num_outs computed
-    // out_offset and the box count (an unsigned division) per output at run time: ~150 dependent
-    // instructions a chunk (SASS), and the publish phase took 2.1 K cycles a chunk for SwiGLU's two
-    // outputs against 0.7 K for one (trace, H200; bench/NOTES.md 2026-12-03 midday).
+    // each one's own copy before, cuobjdump; debug_c is a compile-time tag because a runtime bool
+    // changed every GEMM unit's SASS, bench/NOTES.md 2026-12-07 third). Unrolled over the slots:
+    // every offset, box and trip count below is a compile-time constant, so thread 0 (whose stores
+    // the next chunk's barrier waits for) issues them straight. NOTES: a runtime loop over
+    // p.epi.num_outs computed out_offset and the box count (an unsigned division) per output at run
+    // time: ~150 dependent instructions a chunk (SASS), and the publish phase took 2.1 K cycles a
+    // chunk for SwiGLU's two outputs against 0.7 K for one (trace, H200; bench/NOTES.md 2026-12-03
+    // midday).
     auto issue_stores = [&](auto debug_c, uint8_t* buf, uint8_t* tiles, int cm0, int cn0) __attribute__((always_inline)) {
       CUTE_UNROLL
       for (int o = 0; o < kEpiSlots; ++o) {
