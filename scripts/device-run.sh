@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
-# Default: smoke abi tests sanitizer bench. GTEST_FILTER (environment) narrows the tests step.
+#   scripts/device-run.sh [require-h200] [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
+# Default: smoke abi tests sanitizer bench.
+# require-h200: stop at once (exit 3) unless the card is an H200, where the issues' speed bars are
+# set: a call that lands on an H100 then costs only the machine's start (bench/NOTES.md, 2026-12-07
+# fourth). Name it first. GTEST_FILTER (environment) narrows the tests step.
 # abi: tests/abi through ctest (libcoda.so's exports; every C entry point from a python3 that has
 # imported torch, with one GEMM on torch's CUDA tensors).
 # peers (not a default step): bench/peers.py times the same cases in PyTorch eager and torch.compile
@@ -25,7 +28,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(smoke abi tests sanitizer bench)
 bench_args=()
 for s in "${steps[@]}"; do  # the words that are not steps: filters for bench and peers
-  case "$s" in unpack | build | smoke | abi | tests | sanitizer | bench | peers | train) ;; *) bench_args+=("$s") ;; esac
+  case "$s" in require-h200 | unpack | build | smoke | abi | tests | sanitizer | bench | peers | train) ;; *) bench_args+=("$s") ;; esac
 done
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
@@ -35,6 +38,12 @@ cat "$OUT/gpu.txt"
 
 for s in "${steps[@]}"; do
   case "$s" in
+    require-h200)
+      if ! grep -q H200 "$OUT/gpu.txt"; then
+        log "require-h200: this card is not an H200 ($(sed -n 2p "$OUT/gpu.txt" | cut -d, -f1)): stopping"
+        exit 3
+      fi
+      ;;
     unpack)
       log "unpack: build-carry/ ($(tr '\n' ' ' <build-carry/COMMIT 2>/dev/null || echo 'no COMMIT file'))"
       mkdir -p build/bin build/tests build/lib
