@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: (build if needed), GPU tests, compute-sanitizer subset, benchmarks.
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
-#   scripts/device-run.sh [require-h200] [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [train] [bench-args...]
+#   scripts/device-run.sh [require-h200] [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [decompose] [train] [bench-args...]
 # Default: smoke abi tests sanitizer bench.
 # require-h200: stop at once (exit 3) unless the card is an H200, where the issues' speed bars are
 # set: a call that lands on an H100 then costs only the machine's start (bench/NOTES.md, 2026-12-07
@@ -12,6 +12,11 @@
 # (docs/peers.md) into $OUT/peers.json, then bench/compare.py prints coda's ratio next to
 # torch.compile's (compare.txt) when $OUT/bench.json is there too. Bench args (name filters) are
 # passed to both, wherever they stand on the command line.
+# decompose (not a default step): where the fused kernels' time goes, by scripts/ab-rounds.sh
+# (DECOMPOSE_ROUNDS, default 2) over CODA_DEBUG_EPILOGUE = 1 (no epilogue), 2 (no program), 8 (no
+# tile loads) and 16 (no stores) against the kernel as it is, on the bench args' cases (give some:
+# every case would take too long), into $OUT/decompose/ and decompose.log (bench/NOTES.md,
+# 2026-12-07 fourth, for the table it gives).
 # train (not a default step): examples/train_llama.py on one GPU (coda, eager, compile; about 3
 # minutes on an H200), its records and plot copied to $OUT (docs/training.md).
 # Binaries come from build/ (carry them, or run `build` here with CODA_CUTLASS_DIR pointing at the
@@ -28,7 +33,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(smoke abi tests sanitizer bench)
 bench_args=()
 for s in "${steps[@]}"; do  # the words that are not steps: filters for bench and peers
-  case "$s" in require-h200 | unpack | build | smoke | abi | tests | sanitizer | bench | peers | train) ;; *) bench_args+=("$s") ;; esac
+  case "$s" in require-h200 | unpack | build | smoke | abi | tests | sanitizer | bench | peers | decompose | train) ;; *) bench_args+=("$s") ;; esac
 done
 log() { printf '== %s: %s\n' "$(date +%T)" "$*" | tee -a "$OUT/run.log"; }
 
@@ -101,6 +106,18 @@ for s in "${steps[@]}"; do
       log "peers rc=${PIPESTATUS[0]}"
       if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
         python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" | tee "$OUT/compare.txt"
+      fi
+      ;;
+    decompose)
+      if [ ${#bench_args[@]} -eq 0 ]; then
+        log "decompose: give the cases as bench args (e.g. op.residual_rmsnorm.1b.oproj): skipped"
+      else
+        log "decompose: ${bench_args[*]}"
+        OUT="$OUT/decompose" scripts/ab-rounds.sh "${DECOMPOSE_ROUNDS:-2}" base= noepi=CODA_DEBUG_EPILOGUE=1 \
+          noprog=CODA_DEBUG_EPILOGUE=2 noload=CODA_DEBUG_EPILOGUE=8 nostore=CODA_DEBUG_EPILOGUE=16 -- "${bench_args[@]}" \
+          >"$OUT/decompose.log" 2>&1
+        log "decompose rc=$?"
+        sed -n '/^[a-z]*\./,$p' "$OUT/decompose.log" | grep -v '^r[0-9]'
       fi
       ;;
     train)

@@ -14,11 +14,8 @@ grep -q 'smoke rc=0' "$OUT/run.log" || { cat "$OUT/run.log"; exit 4; }
 H200=0; grep -q H200 "$OUT/gpu.txt" && H200=1
 head -2 "$OUT/gpu.txt" | tail -1
 if [ $H200 = 1 ]; then
-  OUT=$OUT/rounds timeout 240 scripts/ab-rounds.sh 2 base= noepi=CODA_DEBUG_EPILOGUE=1 noprog=CODA_DEBUG_EPILOGUE=2 \
-    noload=CODA_DEBUG_EPILOGUE=8 nostore=CODA_DEBUG_EPILOGUE=16 -- \
-    op.residual_rmsnorm.1b.oproj op.rmsnorm_rope.1b op.swiglu_backward.1b op.rmsnorm_backward.1b.qkv \
-    > "$OUT/rounds-debug-epilogue.log" 2>&1
-  sed -n '/^op\./,$p' "$OUT/rounds-debug-epilogue.log" | grep -v '^r[0-9]'
+  timeout 240 scripts/device-run.sh decompose \
+    op.residual_rmsnorm.1b.oproj op.rmsnorm_rope.1b op.swiglu_backward.1b op.rmsnorm_backward.1b.qkv
 fi
 echo "== $(el) s: ncu"
 metrics=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum
@@ -35,4 +32,4 @@ if [ $H200 = 1 ] && [ $(el) -lt 420 ]; then
   grep -iE 'geomean|^block|bar' "$OUT/bench.log" | head -30
 fi
 echo "== $(el) s: done"
-cd "$OUT" && tar czf logs.tgz ./*.log ./*.txt rounds 2>/dev/null; ls
+cd "$OUT" && tar czf logs.tgz ./*.log ./*.txt decompose 2>/dev/null; ls
