@@ -3,6 +3,7 @@
 # Logs and JSON go to $OUT (or ./out). Steps run in order; pick some with arguments:
 #   scripts/device-run.sh [require-h200] [unpack] [build] [smoke] [abi] [tests] [sanitizer] [bench] [peers] [decompose] [train] [bench-args...]
 # Default: smoke abi tests sanitizer bench.
+# smoke: a failure (or a hang past its timeout) stops the call with exit 4, nothing after it run.
 # require-h200: stop at once (exit 3) unless the card is an H200, where the issues' speed bars are
 # set: a call that lands on an H100 then costs only the machine's start (bench/NOTES.md, 2026-12-07
 # fourth). Name it first. GTEST_FILTER (environment) narrows the tests step.
@@ -68,7 +69,7 @@ for s in "${steps[@]}"; do
         tail -n 30 | tee "$OUT/smoke.log"
       rc=${PIPESTATUS[0]}
       log "smoke rc=$rc"
-      if [ "$rc" -ne 0 ]; then log "smoke failed: skipping the remaining steps"; break; fi
+      if [ "$rc" -ne 0 ]; then log "smoke failed: skipping the remaining steps"; exit 4; fi
       ;;
     abi)
       log "abi: libcoda.so in a host process (tests/abi)"

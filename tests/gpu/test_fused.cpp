@@ -32,7 +32,7 @@ namespace {
 // The emulator's shapes plus multi-tile ones with ragged edges in M, N and K. {70, 136, 4104} and
 // {130, 72, 4160}: K >= 4096 (the residual program's long-K instance), with and without a residual.
 // {2000, 2056, 72} (last, so the other cases keep their residual and dtype rotation): more tiles
-// than SMs, so a CTA runs several and its two warpgroups share its last one (pingpong).
+// than SMs, so a CTA runs several (pingpong: its two warpgroups take turns), edges in M and N.
 const std::vector<Shape> kShapes = {{1, 8, 8},       {7, 72, 24},       {129, 40, 72},   {33, 264, 16},
                                     {300, 520, 200}, {1000, 1032, 264}, {70, 136, 4104}, {130, 72, 4160},
                                     {2000, 2056, 72}};

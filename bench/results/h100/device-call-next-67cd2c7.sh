@@ -10,8 +10,7 @@ set -uo pipefail
 export CODA_COMMIT=${CODA_COMMIT:?}
 OUT=${OUT:-$PWD/out}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-scripts/device-run.sh unpack smoke > /dev/null 2>&1
-grep -q 'smoke rc=0' "$OUT/run.log" || { cat "$OUT/run.log"; exit 4; }
+scripts/device-run.sh unpack smoke > /dev/null 2>&1 || { cat "$OUT/run.log"; exit 4; }
 H200=0; grep -q H200 "$OUT/gpu.txt" && H200=1
 head -2 "$OUT/gpu.txt" | tail -1
 for v in default 2 0; do
